@@ -1,0 +1,49 @@
+# streamsmith: everything a fresh machine needs is installed by `make setup`,
+# which `make demo` and `make test` run first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup java demo test test-fast lint format bench clean
+
+setup: java $(VENV)/.installed
+
+# Java 17 runs Spark's JVM; install it from Debian when the machine has none.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "installing openjdk-17-jre-headless"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jre-headless; }
+
+$(VENV)/.installed: pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/streamsmith demo
+
+test: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest tests/unit
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+
+format: setup
+	$(VENV)/bin/ruff format src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+
+bench: setup
+	$(PY) benchmarks/cloudtrail_etl.py
+
+clean:
+	rm -rf streamsmith-demo streamsmith-data .pytest_cache

@@ -1,0 +1,351 @@
+"""The ``streamsmith`` command: parses arguments and calls plain functions.
+
+User errors (unknown app, bad spec, missing input, unwritable storage) print one line and
+exit 2; a failed query exits 1; everything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from streamsmith.config import PipelineSpec, Trigger, load_spec, parse_duration, parse_trigger
+from streamsmith.errors import UserError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamsmith.runtime.app import App
+
+cli = typer.Typer(
+    name="streamsmith",
+    help="Continuous applications on Spark Structured Streaming: run, backfill, query.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+generate_cli = typer.Typer(help="Write synthetic input for an app.", no_args_is_help=True)
+cli.add_typer(generate_cli, name="generate")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def say(text: str, *, to_stderr: bool = False) -> None:
+    """Print plain text: no markup, highlighting or wrapping of paths and SQL."""
+    (err if to_stderr else out).print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+SpecFiles = Annotated[
+    list[Path] | None,
+    typer.Option("-f", "--spec", help="YAML spec layered over the app's default (repeatable)."),
+]
+Sets = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override one spec value: dotted.key=value (repeatable)."),
+]
+Root = Annotated[
+    str | None,
+    typer.Option("--root", help="Storage root (tables, checkpoints, quarantine)."),
+]
+TriggerOpt = Annotated[
+    str | None,
+    typer.Option("--trigger", help="available-now | once | interval=<duration>, e.g. interval=10s"),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+
+def _spec_for(
+    app_name: str, files: list[Path] | None, sets: list[str] | None, root: str | None
+) -> tuple[App, PipelineSpec]:
+    from streamsmith.apps import get_app
+
+    app = get_app(app_name)
+    spec = load_spec(app.default_spec, files or (), sets or (), storage_root=root)
+    if spec.app != app.name:
+        raise UserError(f"the spec is for app {spec.app!r}, but the command names {app.name!r}")
+    return app, spec
+
+
+def _trigger(text: str | None) -> Trigger | None:
+    if text is None:
+        return None
+    try:
+        return parse_trigger(text)
+    except ValueError as exc:
+        raise UserError(f"--trigger: {exc}") from None
+
+
+def _session(spec: PipelineSpec, name: str) -> SparkSession:
+    from streamsmith.session import build_session
+
+    with err.status(f"starting Spark ({spec.spark.master})"):
+        return build_session(spec.spark, f"streamsmith-{name}")
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM ask for a graceful stop; a second signal aborts at once."""
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        say(f"{signal.Signals(signum).name}: stopping after the current batch", to_stderr=True)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str) -> None:
+    if fmt == "json":
+        import json
+
+        for row in rows:
+            out.print_json(json.dumps(row.asDict(recursive=True), default=str))
+        return
+    if fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
+        return
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*["" if value is None else str(value) for value in row])
+    out.print(table)
+
+
+# ---------------------------------------------------------------------------------------
+# commands
+
+
+@cli.command("apps")
+def list_apps() -> None:
+    """List the reference applications."""
+    from streamsmith.apps import APPS
+
+    for app in APPS.values():
+        out.print(f"[bold]{app.name}[/bold]: {app.description}")
+
+
+@cli.command("dry-run")
+def dry_run(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    trigger: TriggerOpt = None,
+) -> None:
+    """Validate the spec and print the plan without starting Spark."""
+    from streamsmith.runtime.plan import build_plan, describe_plan
+
+    application, pipeline = _spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline, _trigger(trigger))
+    say(describe_plan(plan))
+
+
+@cli.command("run")
+def run(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    trigger: TriggerOpt = None,
+    full_refresh: Annotated[
+        bool, typer.Option("--full-refresh", help="Clear checkpoints and tables first.")
+    ] = False,
+) -> None:
+    """Run an app's flows as streaming queries until stopped (or the backlog is done)."""
+    from streamsmith.runtime import runner
+    from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
+
+    application, pipeline = _spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline, _trigger(trigger))
+    check_storage_root(plan.root)
+    check_inputs(plan)
+    if full_refresh:
+        for path in runner.full_refresh(plan):
+            say(f"full refresh: removed {path}", to_stderr=True)
+    spark = _session(pipeline, app)
+    stop = threading.Event()
+    with _stop_on_signals(stop):
+        say(f"running {app}: {len(plan.outputs)} queries, storage root {plan.root}", to_stderr=True)
+        report = runner.run_pipeline(spark, plan, stop)
+    for query in report.queries:
+        say(f"{query.name}: {query.batches} batches, {query.input_rows} input rows")
+
+
+@cli.command("backfill")
+def backfill(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+) -> None:
+    """Run the app's flows once as batch jobs over all input, into <root>/backfill."""
+    from streamsmith.runtime import runner
+    from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
+
+    application, pipeline = _spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    check_storage_root(plan.root)
+    check_inputs(plan)
+    spark = _session(pipeline, app)
+    report = runner.backfill(spark, plan)
+    for table, rows in report.rows.items():
+        say(f"{table}: {rows} rows in {plan.root / 'backfill' / table}")
+
+
+@cli.command("query")
+def query(
+    sql: str,
+    app: Annotated[
+        str, typer.Option("--app", help="Take storage root and Spark conf from this app's spec.")
+    ] = "cloudtrail",
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | csv | json")] = "table",
+    max_rows: Annotated[
+        int, typer.Option("--max-rows", help="Print at most this many rows.")
+    ] = 1000,
+) -> None:
+    """Run Spark SQL with every lake table registered as a view."""
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    _, pipeline = _spec_for(app, spec, set_, root)
+    if not pipeline.root.is_dir():
+        raise UserError(
+            f"storage root {pipeline.root} does not exist: run a pipeline first or pass --root"
+        )
+    spark = _session(pipeline, "query")
+    rows, columns = run_sql(spark, pipeline.root, sql, max_rows)
+    _print_rows(rows, columns, None, fmt)
+
+
+def run_sql(spark: Any, root: Path, sql: str, max_rows: int) -> tuple[list[Any], list[str]]:
+    """Run SQL over the lake's views; SQL errors become UserErrors naming the problem."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    from streamsmith.io.lake import register_lake_views
+
+    register_lake_views(spark, root)
+    try:
+        frame = spark.sql(sql)
+        rows = frame.limit(max_rows).collect()
+    except (AnalysisException, ParseException) as exc:
+        message = str(exc).splitlines()[0]
+        raise UserError(f"query failed: {message}") from None
+    return rows, frame.columns
+
+
+@generate_cli.command("cloudtrail")
+def generate_cloudtrail_files(
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write AWSLogs/... into.")],
+    files: Annotated[int, typer.Option("--files", help="Number of log files.")] = 10,
+    records_per_file: Annotated[int, typer.Option("--records-per-file")] = 100,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+    corrupt_fraction: Annotated[
+        float, typer.Option("--corrupt-fraction", help="0..1; share of corrupt files and records.")
+    ] = 0.0,
+    start: Annotated[
+        str | None, typer.Option("--start", help="First event time, ISO 8601 (UTC if no zone).")
+    ] = None,
+    span: Annotated[
+        str, typer.Option("--span", help="Event times spread over this duration, e.g. 3d.")
+    ] = "3d",
+) -> None:
+    """Write gzipped CloudTrail log files as AWS delivers them."""
+    from datetime import timedelta
+
+    from streamsmith.generate.cloudtrail import generate_cloudtrail
+
+    try:
+        first = datetime.fromisoformat(start) if start else datetime(2026, 11, 20, tzinfo=UTC)
+        if first.tzinfo is None:
+            first = first.replace(tzinfo=UTC)
+        spread = timedelta(seconds=parse_duration(span))
+    except ValueError as exc:
+        raise UserError(f"--start/--span: {exc}") from None
+    with Progress(
+        TextColumn("writing CloudTrail files"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("files", total=files)
+        try:
+            report = generate_cloudtrail(
+                out_dir,
+                files=files,
+                records_per_file=records_per_file,
+                seed=seed,
+                corrupt_fraction=corrupt_fraction,
+                start=first,
+                span=spread,
+                collect_ids=False,
+                on_file=lambda _path: progress.advance(task),
+            )
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    kinds = ", ".join(f"{kind}={count}" for kind, count in sorted(report.by_kind.items()))
+    say(
+        f"wrote {report.files_written} files to {out_dir}: {report.valid_records} valid records, "
+        f"{report.quarantine_rows} corrupt items{' (' + kinds + ')' if kinds else ''}"
+    )
+
+
+@cli.command("demo")
+def demo(
+    root: Annotated[Path, typer.Option("--root", help="Demo storage root; cleared first.")] = Path(
+        "streamsmith-demo"
+    ),
+    files: Annotated[int, typer.Option("--files")] = 40,
+    records_per_file: Annotated[int, typer.Option("--records-per-file")] = 250,
+) -> None:
+    """Generate CloudTrail logs, run the pipeline to completion and show what landed."""
+    from streamsmith.demo import run_cloudtrail_demo
+
+    run_cloudtrail_demo(root, files=files, records_per_file=records_per_file, console=out)
+
+
+def main() -> None:
+    """Entry point of the console script."""
+    try:
+        cli()
+    except UserError as exc:
+        say(f"error: {exc}", to_stderr=True)
+        sys.exit(2)
+    except Exception as exc:
+        from streamsmith.runtime.runner import PipelineError
+
+        if isinstance(exc, PipelineError):
+            say(f"error: {exc}", to_stderr=True)
+            sys.exit(1)
+        raise

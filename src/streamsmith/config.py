@@ -1,0 +1,360 @@
+"""The pipeline spec: a strict, typed YAML document that configures one app.
+
+Every app ships a default spec, so ``streamsmith run cloudtrail`` works out of the box.
+Users layer YAML files (``-f spec.yaml``) and single values (``--set dotted.key=value``)
+on top; the merged result is validated by frozen models that reject unknown keys and
+say which file (or ``--set``) the offending key came from.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from streamsmith.errors import UserError
+
+DEFAULT_STORAGE_ROOT = "./streamsmith-data"
+STORAGE_ROOT_ENV = "STREAMSMITH_ROOT"
+
+# Free-form mappings: in a dotted --set key, everything after one of these is a single key,
+# so `--set spark.conf.spark.sql.shuffle.partitions=4` sets conf["spark.sql.shuffle.partitions"].
+_FREE_FORM_KEYS = frozenset({"conf", "options"})
+
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+# ---------------------------------------------------------------------------------------
+# Durations and triggers
+
+
+_DURATION_UNITS = {
+    "ms": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a human duration such as ``10s``, ``500ms``, ``2 minutes`` or ``1h``."""
+    match = _DURATION.match(text.lower())
+    if not match or match.group(2) not in _DURATION_UNITS:
+        raise ValueError(
+            f"invalid duration {text!r}: write a number and a unit, e.g. 500ms, 10s, 5m, 1h"
+        )
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """When a streaming query runs its micro-batches.
+
+    ``available-now`` processes the backlog (in as many batches as the read limits ask for)
+    and stops; ``once`` processes it in one batch and stops; ``interval`` runs forever,
+    starting a batch every ``interval_seconds`` (0 means as soon as the previous ends).
+    """
+
+    kind: Literal["available-now", "once", "interval"]
+    interval_seconds: float = 0.0
+
+    @property
+    def terminates(self) -> bool:
+        """Whether a query with this trigger stops by itself once the backlog is done."""
+        return self.kind != "interval"
+
+    def __str__(self) -> str:
+        if self.kind == "interval":
+            return f"interval={_format_seconds(self.interval_seconds)}"
+        return self.kind
+
+    def spark_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``DataStreamWriter.trigger``."""
+        if self.kind == "available-now":
+            return {"availableNow": True}
+        if self.kind == "once":
+            return {"once": True}
+        return {"processingTime": f"{int(self.interval_seconds * 1000)} milliseconds"}
+
+
+def _format_seconds(seconds: float) -> str:
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"
+
+
+def parse_trigger(text: str) -> Trigger:
+    """Parse ``available-now``, ``once`` or ``interval=<duration>`` (e.g. ``interval=10s``)."""
+    normalized = text.strip().lower().replace("_", "-")
+    if normalized in ("available-now", "availablenow"):
+        return Trigger("available-now")
+    if normalized == "once":
+        return Trigger("once")
+    if normalized.startswith("interval="):
+        return Trigger("interval", parse_duration(normalized.split("=", 1)[1]))
+    raise ValueError(
+        f"invalid trigger {text!r}: use available-now, once or interval=<duration> "
+        "(e.g. interval=10s)"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The models
+
+
+class StrictModel(BaseModel):
+    """Frozen and closed: unknown keys are errors, so a typo never silently does nothing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+ConfValue = str | int | float | bool
+
+
+class SparkSpec(StrictModel):
+    """Where Spark runs and how it is tuned; see ``streamsmith.session``."""
+
+    master: str = "local[*]"
+    conf: dict[str, ConfValue] = Field(default_factory=dict)
+    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "WARN"
+
+
+class SourceSpec(StrictModel):
+    """A directory of input files read with the app's explicit schema.
+
+    Formats: ``json`` (one JSON document per file, as CloudTrail delivers them),
+    ``jsonl`` (one JSON object per line), ``csv`` and ``text``; any of them may be gzipped.
+    """
+
+    format: Literal["json", "jsonl", "csv", "text"]
+    path: str = Field(description="directory; relative paths are under storage_root")
+    glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
+    recursive: bool = True
+    max_files_per_trigger: int | None = Field(default=None, gt=0)
+    latest_first: bool = False
+    options: dict[str, ConfValue] = Field(default_factory=dict)
+
+
+class SinkSpec(StrictModel):
+    """A Parquet table in the lake under ``<storage_root>/tables/<table>``."""
+
+    table: str = Field(pattern=_IDENTIFIER)
+    format: Literal["parquet"] = "parquet"
+    partition_by: tuple[str, ...] = ()
+    output_mode: Literal["append", "update", "complete"] = "append"
+
+
+class FlowSpec(StrictModel):
+    """One source -> transform -> sink path of an app; the app supplies the transform."""
+
+    source: str
+    sink: SinkSpec
+    trigger: str | None = Field(default=None, description="overrides the pipeline trigger")
+    enabled: bool = True
+
+    @field_validator("trigger")
+    @classmethod
+    def _valid_trigger(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_trigger(value)
+        return value
+
+
+class PipelineSpec(StrictModel):
+    """Everything one app run needs, apart from its code."""
+
+    app: str
+    storage_root: str = DEFAULT_STORAGE_ROOT
+    trigger: str = "interval=10s"
+    graceful_stop_timeout: str = "60s"
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    sources: dict[str, SourceSpec]
+    flows: dict[str, FlowSpec]
+
+    @field_validator("trigger")
+    @classmethod
+    def _valid_trigger(cls, value: str) -> str:
+        parse_trigger(value)
+        return value
+
+    @field_validator("graceful_stop_timeout")
+    @classmethod
+    def _valid_timeout(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _flows_are_consistent(self) -> PipelineSpec:
+        tables: dict[str, str] = {}
+        for name, flow in self.flows.items():
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
+            if flow.source not in self.sources:
+                known = ", ".join(sorted(self.sources)) or "none"
+                raise ValueError(
+                    f"flow {name!r} reads source {flow.source!r}, which is not defined "
+                    f"(sources: {known})"
+                )
+            if flow.sink.table in tables:
+                raise ValueError(
+                    f"flows {tables[flow.sink.table]!r} and {name!r} both write table "
+                    f"{flow.sink.table!r}; each flow needs its own table"
+                )
+            tables[flow.sink.table] = name
+        return self
+
+    @property
+    def root(self) -> Path:
+        """The storage root as an absolute path."""
+        return Path(self.storage_root).expanduser().resolve()
+
+    def source_path(self, source: str) -> Path:
+        """Absolute input directory of a source; relative paths live under the storage root."""
+        path = Path(self.sources[source].path).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+
+# ---------------------------------------------------------------------------------------
+# Loading: defaults + files + --set, with errors that point at their origin
+
+
+def load_spec(
+    default: Mapping[str, Any],
+    files: Sequence[Path] = (),
+    sets: Sequence[str] = (),
+    *,
+    storage_root: str | None = None,
+) -> PipelineSpec:
+    """Merge an app's default spec with spec files and ``--set`` overrides, then validate.
+
+    Precedence, lowest first: the app default, ``$STREAMSMITH_ROOT``, each file in order,
+    each ``--set`` in order, and finally ``storage_root`` (the CLI's ``--root``).
+    """
+    merged: dict[str, Any] = copy.deepcopy(dict(default))
+    origins: list[tuple[str, dict[str, Any]]] = []
+    env_root = os.environ.get(STORAGE_ROOT_ENV)
+    if env_root:
+        merged["storage_root"] = env_root
+    for path in files:
+        document = _read_yaml(path)
+        origins.append((str(path), document))
+        merged = _deep_merge(merged, document)
+    set_layer: dict[str, Any] = {}
+    for assignment in sets:
+        key, value = _parse_assignment(assignment)
+        _set_dotted(set_layer, key, value)
+    if set_layer:
+        origins.append(("--set", set_layer))
+        merged = _deep_merge(merged, set_layer)
+    if storage_root is not None:
+        merged["storage_root"] = storage_root
+    try:
+        return PipelineSpec.model_validate(merged)
+    except ValidationError as exc:
+        app = default.get("app", "?")
+        raise UserError(_describe_validation_error(exc, origins, app)) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"spec file {path} does not exist: check the path given to -f")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserError(f"spec file {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise UserError(
+            f"spec file {path} must hold a mapping of keys, not {type(document).__name__}"
+        )
+    return document
+
+
+def _parse_assignment(assignment: str) -> tuple[str, Any]:
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {assignment!r} must look like dotted.key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = target
+    for index, part in enumerate(parts[:-1]):
+        if part in _FREE_FORM_KEYS:
+            node = node.setdefault(part, {})
+            node[".".join(parts[index + 1 :])] = value
+            return
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise UserError(f"--set {key}: {part!r} already holds a value, not a mapping")
+        node = child
+    node[parts[-1]] = value
+
+
+def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    result = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(result.get(key), dict):
+            result[key] = _deep_merge(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def _describe_validation_error(
+    exc: ValidationError, origins: Sequence[tuple[str, dict[str, Any]]], app: str
+) -> str:
+    """One line per problem: where it is, what is wrong, and where the key came from."""
+    lines = []
+    for error in exc.errors():
+        loc = tuple(str(part) for part in error["loc"])
+        dotted = ".".join(loc) if loc else "(top level)"
+        origin = _origin_of(loc, origins) or f"the default spec of app {app!r}"
+        if error["type"] == "extra_forbidden":
+            parent = ".".join(loc[:-1]) or "the top level"
+            lines.append(
+                f"unknown key {dotted!r} in {origin}: {parent} has no key {loc[-1]!r}; "
+                "check its spelling (see `streamsmith dry-run` for the full spec)"
+            )
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"invalid value for {dotted!r} in {origin}: {message}")
+    return "; ".join(lines)
+
+
+def _origin_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]) -> str | None:
+    """The last layer (file or --set) that mentions the key path, if any."""
+    for name, layer in reversed(origins):
+        node: Any = layer
+        found = bool(loc)
+        for part in loc:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                found = False
+                break
+        if found:
+            return name
+    return None

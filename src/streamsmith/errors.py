@@ -1,0 +1,11 @@
+"""Errors a user can fix; the CLI prints them as one line and exits with code 2."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem with the user's input, spec or environment, phrased as what to fix.
+
+    Raised before any data is touched whenever possible, so a bad command never
+    leaves half-written output behind.
+    """

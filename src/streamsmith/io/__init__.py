@@ -1,0 +1,1 @@
+"""Sources and sinks: files, the Parquet lake."""

@@ -1,0 +1,120 @@
+"""The Parquet lake under ``<storage_root>/tables``.
+
+Streaming writes go through Spark's file sink: each micro-batch's files are listed in
+the table's ``_spark_metadata`` commit log only once the batch commits, and a batch
+replayed after a crash rewrites the same entry. Readers that go through Spark
+(``spark.read.parquet``, ``streamsmith query``) read that log and so never see files of
+a failed batch; tools that list the folder directly (pyarrow, DuckDB) can.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructType
+
+from streamsmith.config import Trigger
+
+TABLES_DIR = "tables"
+BACKFILL_DIR = "backfill"
+CHECKPOINTS_DIR = "checkpoints"
+COMMIT_LOG = "_spark_metadata"
+# Spark ignores files whose names start with "_", so the schema can sit beside the data.
+# It lets an empty table (a quarantine that never received a row) still be queried.
+SCHEMA_FILE = "_streamsmith_schema.json"
+
+
+def table_path(root: Path, table: str) -> Path:
+    """Where the streaming pipeline keeps ``table``."""
+    return root / TABLES_DIR / table
+
+
+def backfill_path(root: Path, table: str) -> Path:
+    """Where ``streamsmith backfill`` writes ``table``: apart from the streaming output."""
+    return root / BACKFILL_DIR / table
+
+
+def start_table_stream(
+    frame: DataFrame,
+    *,
+    name: str,
+    path: Path,
+    checkpoint: Path,
+    trigger: Trigger,
+    partition_by: Sequence[str] = (),
+    output_mode: str = "append",
+) -> StreamingQuery:
+    """Start a named streaming query appending ``frame`` to a Parquet table."""
+    save_schema(path, frame.schema)
+    writer = (
+        frame.writeStream.queryName(name)
+        .format("parquet")
+        .outputMode(output_mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger.spark_kwargs())
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    return writer.start(str(path))
+
+
+def write_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = ()) -> None:
+    """Replace a table with a batch DataFrame (backfill)."""
+    writer = frame.write.mode("overwrite").format("parquet")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(str(path))
+    save_schema(path, frame.schema)
+
+
+def save_schema(path: Path, schema: StructType) -> None:
+    """Record a table's schema beside its data (written atomically)."""
+    path.mkdir(parents=True, exist_ok=True)
+    staging = path / f".{SCHEMA_FILE}.tmp"
+    staging.write_text(schema.json(), encoding="utf-8")
+    staging.replace(path / SCHEMA_FILE)
+
+
+def saved_schema(path: Path) -> StructType | None:
+    """The schema recorded by :func:`save_schema`, if any."""
+    file = path / SCHEMA_FILE
+    if not file.is_file():
+        return None
+    return StructType.fromJson(json.loads(file.read_text(encoding="utf-8")))
+
+
+def is_table(path: Path) -> bool:
+    """Whether a folder holds a table Spark can read: a saved schema or Parquet files."""
+    return (path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet"))
+
+
+def lake_tables(root: Path) -> dict[str, Path]:
+    """Every table under the storage root, by view name.
+
+    Streaming tables keep their name; backfilled tables get the suffix ``_backfill``.
+    """
+    found: dict[str, Path] = {}
+    for folder, suffix in ((TABLES_DIR, ""), (BACKFILL_DIR, "_backfill")):
+        base = root / folder
+        if not base.is_dir():
+            continue
+        for child in sorted(base.iterdir()):
+            if child.is_dir() and not child.name.startswith((".", "_")) and is_table(child):
+                found[f"{child.name}{suffix}"] = child
+    return found
+
+
+def register_lake_views(spark: SparkSession, root: Path) -> dict[str, Path]:
+    """Register every lake table as a temporary view (read through its commit log)."""
+    tables = lake_tables(root)
+    for view, path in tables.items():
+        reader = spark.read
+        schema = saved_schema(path)
+        if schema is not None:
+            reader = reader.schema(schema)
+        reader.parquet(str(path)).createOrReplaceTempView(view)
+    return tables

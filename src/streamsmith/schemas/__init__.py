@@ -1,0 +1,1 @@
+"""StructTypes of the event families streamsmith ships pipelines for."""

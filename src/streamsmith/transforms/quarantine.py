@@ -1,0 +1,72 @@
+"""Route rejected records to a quarantine table instead of dropping them.
+
+A transform that can reject input returns a *tagged* frame: the output columns plus
+lineage columns (``_source_file``, ``_position``, ``_raw``) and ``_reject_reason``, which
+is null for accepted rows. :func:`accepted` and :func:`quarantined` split it, so
+``input = accepted + quarantined`` holds by construction.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType, StringType, StructField, StructType, TimestampType
+
+SOURCE_FILE = "_source_file"
+POSITION = "_position"
+RAW = "_raw"
+READ_ERROR = "_read_error"
+REJECT_REASON = "_reject_reason"
+TAG_COLUMNS = (SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON)
+
+QUARANTINE_SCHEMA = StructType(
+    [
+        StructField("reason", StringType(), nullable=False),
+        StructField("source_file", StringType()),
+        StructField("position", StringType()),
+        StructField("raw", StringType()),
+        StructField("ingested_at", TimestampType()),
+        StructField("ingest_date", DateType()),
+    ]
+)
+QUARANTINE_PARTITION_BY = ("ingest_date",)
+
+
+def quarantine_table(table: str) -> str:
+    """Name of the quarantine table that belongs to ``table``."""
+    return f"{table}_quarantine"
+
+
+def first_failure(*checks: tuple[Column, Column | str]) -> Column:
+    """The reason of the first ``(failed_condition, reason)`` pair that holds, else null.
+
+    Order matters: put the most fundamental problem first (unreadable before malformed
+    before missing fields), so the reason names the root cause.
+    """
+    reasons = [
+        F.when(failed, reason if isinstance(reason, Column) else F.lit(reason))
+        for failed, reason in checks
+    ]
+    return F.coalesce(*reasons)
+
+
+def accepted(tagged: DataFrame) -> DataFrame:
+    """Rows that passed every check, without the tag columns."""
+    present = [name for name in TAG_COLUMNS if name in tagged.columns]
+    return tagged.where(F.col(REJECT_REASON).isNull()).drop(*present)
+
+
+def quarantined(tagged: DataFrame) -> DataFrame:
+    """Rejected rows in the quarantine schema: why, from where, and the raw payload."""
+    position = F.col(POSITION) if POSITION in tagged.columns else F.lit(None)
+    return (
+        tagged.where(F.col(REJECT_REASON).isNotNull())
+        .select(
+            F.col(REJECT_REASON).alias("reason"),
+            F.col(SOURCE_FILE).cast("string").alias("source_file"),
+            position.cast("string").alias("position"),
+            F.col(RAW).cast("string").alias("raw"),
+            F.current_timestamp().alias("ingested_at"),
+        )
+        .withColumn("ingest_date", F.to_date("ingested_at"))
+    )

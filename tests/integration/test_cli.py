@@ -1,0 +1,129 @@
+"""The CLI as a user runs it: a subprocess per command, asserting on output and exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamsmith.generate.cloudtrail import generate_cloudtrail
+
+
+def streamsmith(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "streamsmith", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_dry_run_prints_the_plan_without_spark(tmp_path: Path) -> None:
+    result = streamsmith(
+        "dry-run", "cloudtrail", "--root", str(tmp_path), "--trigger", "available-now",
+        "--set", "sources.cloudtrail_logs.max_files_per_trigger=3",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"storage root: {tmp_path}" in out
+    assert f"json files in {tmp_path}/input/cloudtrail (maxFilesPerTrigger=3" in out
+    assert f"checkpoint {tmp_path}/checkpoints/cloudtrail/cloudtrail_events\n" in out
+    assert f"checkpoint {tmp_path}/checkpoints/cloudtrail/cloudtrail_events__quarantine" in out
+    assert "[append, partitioned by date, trigger available-now]" in out
+    assert not (tmp_path / "checkpoints").exists()  # a dry run touches nothing
+
+
+def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
+    assert_user_error(
+        streamsmith("run", "nosuchapp", cwd=tmp_path, timeout=60),
+        "unknown app 'nosuchapp'", "choose one of cloudtrail",
+    )  # fmt: skip
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("sources:\n  cloudtrail_logs:\n    formt: json\n")
+    assert_user_error(
+        streamsmith("dry-run", "cloudtrail", "-f", str(spec), cwd=tmp_path, timeout=60),
+        "unknown key 'sources.cloudtrail_logs.formt'", str(spec),
+    )  # fmt: skip
+    assert_user_error(
+        streamsmith("run", "cloudtrail", "--root", str(tmp_path / "r"), cwd=tmp_path, timeout=60),
+        f"input directory {tmp_path}/r/input/cloudtrail", "streamsmith generate cloudtrail",
+    )  # fmt: skip
+    (tmp_path / "file").write_text("")
+    assert_user_error(
+        streamsmith("run", "cloudtrail", "--root", str(tmp_path / "file/r"), cwd=tmp_path),
+        f"storage root {tmp_path}/file/r is not writable", "--root",
+    )  # fmt: skip
+    assert_user_error(
+        streamsmith("run", "cloudtrail", "--trigger", "sometimes", cwd=tmp_path, timeout=60),
+        "--trigger: invalid trigger 'sometimes'",
+    )  # fmt: skip
+    assert_user_error(
+        streamsmith("generate", "cloudtrail", "--out", str(tmp_path / "g"), "--corrupt-fraction",
+                    "2", cwd=tmp_path, timeout=60),
+        "corrupt_fraction",
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    generated = streamsmith(
+        "generate", "cloudtrail", "--out", str(root / "input/cloudtrail"), "--files", "6",
+        "--records-per-file", "40", "--seed", "4", "--corrupt-fraction", "0.2",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    assert generated.stdout.startswith(f"wrote 6 files to {root}/input/cloudtrail")
+    expected = generate_cloudtrail(
+        tmp_path / "same", files=6, records_per_file=40, seed=4, corrupt_fraction=0.2
+    )
+    assert f"{expected.valid_records} valid records" in generated.stdout
+
+    ran = streamsmith("run", "cloudtrail", "--root", str(root), "--trigger", "available-now",
+                      cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "cloudtrail.cloudtrail_events: 1 batches, 6 input rows" in ran.stdout
+
+    sql = (
+        "SELECT (SELECT count(*) FROM cloudtrail_events) AS events, "
+        "(SELECT count(DISTINCT eventID) FROM cloudtrail_events) AS ids, "
+        "(SELECT count(*) FROM cloudtrail_events_quarantine) AS quarantined"
+    )
+    queried = streamsmith("query", sql, "--root", str(root), "--format", "csv", cwd=tmp_path)
+    assert queried.returncode == 0, queried.stderr
+    assert queried.stdout.splitlines() == [
+        "events,ids,quarantined",
+        f"{expected.valid_records},{expected.valid_records},{expected.quarantine_rows}",
+    ]
+
+    bad_sql = streamsmith("query", "SELECT nope FROM cloudtrail_events", "--root", str(root),
+                          cwd=tmp_path)  # fmt: skip
+    assert_user_error(bad_sql, "query failed:", "nope")
+
+    backfilled = streamsmith("backfill", "cloudtrail", "--root", str(root), cwd=tmp_path)
+    assert backfilled.returncode == 0, backfilled.stderr
+    assert f"cloudtrail_events: {expected.valid_records} rows" in backfilled.stdout
+    assert (
+        spark.read.parquet(str(root / "backfill/cloudtrail_events")).count()
+        == expected.valid_records
+    )

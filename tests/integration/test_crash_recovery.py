@@ -1,0 +1,134 @@
+"""Exactly-once under crashes: SIGKILL the pipeline mid-batch, restart on its checkpoint.
+
+The pipeline runs in a subprocess (its own JVM) with one file per batch; the test kills
+the whole process group while a batch is in flight (offsets written, commit not yet),
+restarts with ``available-now``, and checks that every eventID landed exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamsmith.generate.cloudtrail import generate_cloudtrail
+from streamsmith.io.lake import register_lake_views
+
+pytestmark = pytest.mark.slow
+
+CHECKPOINT = Path("checkpoints/cloudtrail/cloudtrail_events")
+ONE_FILE_PER_BATCH = ("--set", "sources.cloudtrail_logs.max_files_per_trigger=1")
+
+
+def start_pipeline(root: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamsmith", "run", "cloudtrail", "--root", str(root), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the JVM dies with it
+    )
+
+
+def batch_ids(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
+
+
+def wait_until(
+    process: subprocess.Popen[str], condition: Callable[[], bool], deadline_s: float
+) -> bool:
+    """Poll ``condition`` while ``process`` runs; False if it exits or the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        try:
+            process.wait(timeout=0.02)
+            return condition()  # the process ended
+        except subprocess.TimeoutExpired:
+            continue
+    return False
+
+
+def in_flight_batch(root: Path) -> int | None:
+    """A batch whose offsets are logged but not yet committed, after at least one commit."""
+    offsets = batch_ids(root / CHECKPOINT / "offsets")
+    commits = batch_ids(root / CHECKPOINT / "commits")
+    pending = offsets - commits
+    return max(pending) if commits and pending else None
+
+
+def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    generated = generate_cloudtrail(
+        tmp_path / "input/cloudtrail", files=30, records_per_file=200, seed=3, corrupt_fraction=0.1
+    )
+    process = start_pipeline(
+        tmp_path,
+        "--trigger",
+        "interval=0s",
+        *ONE_FILE_PER_BATCH,
+    )
+    try:
+        caught = wait_until(process, lambda: in_flight_batch(tmp_path) is not None, 300)
+        killed_in = in_flight_batch(tmp_path)
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=60)
+    assert caught, f"pipeline never had a batch in flight; stderr:\n{stderr[-3000:]}"
+    assert process.returncode == -signal.SIGKILL
+    committed_before = batch_ids(tmp_path / CHECKPOINT / "commits")
+    assert killed_in is not None and killed_in not in committed_before
+    assert len(committed_before) < 30  # the crash left work to do
+
+    restarted = start_pipeline(tmp_path, "--trigger", "available-now", *ONE_FILE_PER_BATCH)
+    _, stderr = restarted.communicate(timeout=600)
+    assert restarted.returncode == 0, stderr[-3000:]
+
+    register_lake_views(spark, tmp_path)
+    ids = [r.eventID for r in spark.table("cloudtrail_events").select("eventID").collect()]
+    assert len(ids) == len(set(ids)), "an eventID landed twice"
+    assert set(ids) == generated.valid_event_ids
+    assert spark.table("cloudtrail_events_quarantine").count() == generated.quarantine_rows
+    assert batch_ids(tmp_path / CHECKPOINT / "commits") == set(range(30))
+
+
+def test_sigterm_stops_after_the_current_batch(tmp_path: Path) -> None:
+    generate_cloudtrail(tmp_path / "input/cloudtrail", files=40, records_per_file=100, seed=8)
+    process = start_pipeline(
+        tmp_path,
+        "--trigger",
+        "interval=0s",
+        *ONE_FILE_PER_BATCH,
+    )
+    try:
+        started = wait_until(
+            process, lambda: len(batch_ids(tmp_path / CHECKPOINT / "commits")) >= 2, 300
+        )
+        # To the main process only, as systemd's KillMode=mixed does: a SIGTERM to the whole
+        # group would also end the JVM at once (Ctrl-C is fine: PySpark's JVM ignores SIGINT).
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=60)
+    assert started, stderr[-3000:]
+    assert process.returncode == 0, stderr[-3000:]
+    assert "SIGTERM: stopping after the current batch" in stderr
+    offsets = batch_ids(tmp_path / CHECKPOINT / "offsets")
+    commits = batch_ids(tmp_path / CHECKPOINT / "commits")
+    assert offsets == commits, "a batch was left half done"
+    assert "cloudtrail.cloudtrail_events:" in stdout

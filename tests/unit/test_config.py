@@ -1,0 +1,169 @@
+"""Spec loading, layering and the messages a user sees for a bad spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streamsmith.apps import get_app
+from streamsmith.apps.cloudtrail import DEFAULT_SPEC
+from streamsmith.config import Trigger, load_spec, parse_duration, parse_trigger
+from streamsmith.errors import UserError
+from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root, describe_plan
+from streamsmith.session import default_conf, local_cores
+
+
+def test_default_spec_is_valid_and_lays_out_per_flow_checkpoints(tmp_path: Path) -> None:
+    spec = load_spec(DEFAULT_SPEC, storage_root=str(tmp_path))
+    plan = build_plan(get_app("cloudtrail"), spec)
+
+    assert [o.query_name for o in plan.outputs] == [
+        "cloudtrail.cloudtrail_events",
+        "cloudtrail.cloudtrail_events.quarantine",
+    ]
+    assert [o.checkpoint for o in plan.outputs] == [
+        tmp_path / "checkpoints/cloudtrail/cloudtrail_events",
+        tmp_path / "checkpoints/cloudtrail/cloudtrail_events__quarantine",
+    ]
+    assert [o.path for o in plan.outputs] == [
+        tmp_path / "tables/cloudtrail_events",
+        tmp_path / "tables/cloudtrail_events_quarantine",
+    ]
+    assert plan.outputs[0].partition_by == ("date",)
+    assert plan.outputs[0].trigger == Trigger("interval", 10.0)
+    assert spec.source_path("cloudtrail_logs") == tmp_path / "input/cloudtrail"
+
+
+def test_files_then_sets_override_defaults(tmp_path: Path) -> None:
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(
+        "trigger: once\n"
+        "sources:\n  cloudtrail_logs:\n    max_files_per_trigger: 5\n    path: /data/ct\n"
+        "spark:\n  conf:\n    spark.sql.shuffle.partitions: 4\n"
+    )
+    spec = load_spec(
+        DEFAULT_SPEC,
+        [spec_file],
+        [
+            "sources.cloudtrail_logs.latest_first=true",
+            "sources.cloudtrail_logs.max_files_per_trigger=7",
+            "spark.conf.spark.sql.adaptive.enabled=false",
+        ],
+        storage_root=str(tmp_path),
+    )
+    source = spec.sources["cloudtrail_logs"]
+    assert spec.trigger == "once"
+    assert (source.max_files_per_trigger, source.latest_first, source.path) == (7, True, "/data/ct")
+    assert source.format == "json"  # untouched default survives the merge
+    assert spec.spark.conf == {
+        "spark.sql.shuffle.partitions": 4,
+        "spark.sql.adaptive.enabled": False,
+    }
+    assert spec.source_path("cloudtrail_logs") == Path("/data/ct")
+
+
+def test_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
+    spec_file = tmp_path / "mine.yaml"
+    spec_file.write_text("sources:\n  cloudtrail_logs:\n    max_file_per_trigger: 5\n")
+    with pytest.raises(UserError) as caught:
+        load_spec(DEFAULT_SPEC, [spec_file])
+    message = str(caught.value)
+    assert "unknown key 'sources.cloudtrail_logs.max_file_per_trigger'" in message
+    assert str(spec_file) in message
+
+
+def test_bad_values_name_their_origin() -> None:
+    with pytest.raises(UserError, match=r"invalid value for 'trigger' in --set: invalid trigger"):
+        load_spec(DEFAULT_SPEC, sets=["trigger=sometimes"])
+    with pytest.raises(
+        UserError, match=r"'sources.cloudtrail_logs.max_files_per_trigger' in --set"
+    ):
+        load_spec(DEFAULT_SPEC, sets=["sources.cloudtrail_logs.max_files_per_trigger=0"])
+    with pytest.raises(UserError, match="must look like dotted.key=value"):
+        load_spec(DEFAULT_SPEC, sets=["trigger"])
+    with pytest.raises(UserError, match="reads source 'nowhere', which is not defined"):
+        load_spec(DEFAULT_SPEC, sets=["flows.cloudtrail_events.source=nowhere"])
+
+
+def test_unreadable_spec_files(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        load_spec(DEFAULT_SPEC, [tmp_path / "missing.yaml"])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("sources: [unclosed\n")
+    with pytest.raises(UserError, match="is not valid YAML"):
+        load_spec(DEFAULT_SPEC, [broken])
+
+
+def test_storage_root_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("STREAMSMITH_ROOT", str(tmp_path / "env-root"))
+    assert load_spec(DEFAULT_SPEC).root == tmp_path / "env-root"
+    assert load_spec(DEFAULT_SPEC, storage_root=str(tmp_path / "cli")).root == tmp_path / "cli"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("available-now", Trigger("available-now")),
+        ("availableNow", Trigger("available-now")),
+        ("once", Trigger("once")),
+        ("interval=10s", Trigger("interval", 10.0)),
+        ("interval=500ms", Trigger("interval", 0.5)),
+        ("interval=2 minutes", Trigger("interval", 120.0)),
+        ("interval=0s", Trigger("interval", 0.0)),
+    ],
+)
+def test_parse_trigger(text: str, expected: Trigger) -> None:
+    assert parse_trigger(text) == expected
+
+
+def test_trigger_errors_and_spark_arguments() -> None:
+    with pytest.raises(ValueError, match="use available-now, once or interval"):
+        parse_trigger("continuous")
+    with pytest.raises(ValueError, match="invalid duration '10 parsecs'"):
+        parse_duration("10 parsecs")
+    assert Trigger("interval", 0.5).spark_kwargs() == {"processingTime": "500 milliseconds"}
+    assert Trigger("available-now").spark_kwargs() == {"availableNow": True}
+    assert str(Trigger("interval", 10.0)) == "interval=10s"
+    assert not Trigger("interval", 1.0).terminates and Trigger("once").terminates
+
+
+def test_plan_checks_run_before_spark(tmp_path: Path) -> None:
+    spec = load_spec(DEFAULT_SPEC, storage_root=str(tmp_path))
+    plan = build_plan(get_app("cloudtrail"), spec, Trigger("available-now"))
+    with pytest.raises(UserError, match="input directory .* of source 'cloudtrail_logs' does not"):
+        check_inputs(plan)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(UserError, match="storage root .* is not writable"):
+        check_storage_root(blocker / "root")
+    text = describe_plan(plan)
+    assert "checkpoint " + str(tmp_path / "checkpoints/cloudtrail/cloudtrail_events") in text
+    assert "trigger available-now" in text
+
+
+def test_disabled_and_unknown_flows(tmp_path: Path) -> None:
+    app = get_app("cloudtrail")
+    with pytest.raises(UserError, match="every flow of app 'cloudtrail' is disabled"):
+        build_plan(app, load_spec(DEFAULT_SPEC, sets=["flows.cloudtrail_events.enabled=false"]))
+    extra = load_spec(
+        DEFAULT_SPEC, sets=["flows.other.source=cloudtrail_logs", "flows.other.sink.table=other"]
+    )
+    with pytest.raises(UserError, match="spec flow\\(s\\) other are not flows of app"):
+        build_plan(app, extra)
+    with pytest.raises(UserError, match="unknown app 'nope': choose one of cloudtrail"):
+        get_app("nope")
+
+
+def test_session_defaults_for_this_machine() -> None:
+    from streamsmith.config import SparkSpec
+
+    assert local_cores("local[2]") == 2 and local_cores("spark://host:7077") is None
+    conf = default_conf(SparkSpec(master="local[3]"))
+    assert conf["spark.sql.shuffle.partitions"] == "3"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert conf["spark.sql.streaming.stateStore.providerClass"].endswith(
+        "RocksDBStateStoreProvider"
+    )
+    assert "spark.driver.bindAddress" not in default_conf(SparkSpec(master="spark://h:7077"))

@@ -28,6 +28,7 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 test-fast: setup

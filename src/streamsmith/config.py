@@ -356,5 +356,5 @@ def _origin_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]
                 found = False
                 break
         if found:
-            return name
+            return str(name)
     return None

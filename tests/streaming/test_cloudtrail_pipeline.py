@@ -173,3 +173,30 @@ def test_line_formats_route_malformed_rows_to_quarantine(
         else ("malformed CSV row", "b,not-a-number")
     ]
     assert bad[0].source_file.endswith(f"part.{fmt}.gz")
+
+
+def test_latest_first_processes_newest_files_first(spark: SparkSession, tmp_path: Path) -> None:
+    """The e-book's backlog-plus-live recipe: new files land before the old backlog."""
+    import json
+    import os
+
+    plan = cloudtrail_plan(
+        tmp_path,
+        "sources.cloudtrail_logs.max_files_per_trigger=1",
+        "sources.cloudtrail_logs.latest_first=true",
+    )
+    generated = generate_cloudtrail(
+        tmp_path / "input/cloudtrail", files=3, records_per_file=5, seed=2
+    )
+    for age, path in enumerate(reversed(generated.paths)):  # the last file written is the newest
+        os.utime(path, (1_700_000_000 - age * 3600, 1_700_000_000 - age * 3600))
+
+    run_pipeline(spark, plan)
+
+    log = plan.outputs[0].checkpoint / "sources/0"
+    order = [
+        json.loads((log / str(batch)).read_text().splitlines()[1])["path"] for batch in range(3)
+    ]
+    assert [Path(p.removeprefix("file:")).name for p in order] == [
+        Path(p).name for p in reversed(generated.paths)
+    ]

@@ -14,14 +14,13 @@ becomes one quarantined row naming the file and the decoder's error.
 from __future__ import annotations
 
 import zlib
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.functions import arrow_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.readwriter import DataFrameReader
-from pyspark.sql.streaming import DataStreamReader
+from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
 from streamsmith.config import SourceSpec
@@ -59,7 +58,7 @@ _DECODED = pa.struct([("text", pa.string()), ("error", pa.string())])
 _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("error", StringType())])
 
 
-@arrow_udf(_DECODED_TYPE)  # type: ignore[misc]
+@arrow_udf(_DECODED_TYPE)  # type: ignore[call-overload, untyped-decorator]
 def _decode_documents(content: pa.Array) -> pa.Array:
     texts: list[str | None] = []
     errors: list[str | None] = []
@@ -72,9 +71,10 @@ def _decode_documents(content: pa.Array) -> pa.Array:
     )
 
 
-def _with_common_options(
-    reader: DataStreamReader | DataFrameReader, spec: SourceSpec, streaming: bool
-) -> Any:
+Reader = DataStreamReader | DataFrameReader
+
+
+def _with_common_options(reader: Reader, spec: SourceSpec, streaming: bool) -> Reader:
     if spec.recursive:
         reader = reader.option("recursiveFileLookup", "true")
     if spec.glob:
@@ -100,7 +100,7 @@ def read_files(
     ``schema`` is the record schema for ``jsonl`` and ``csv`` and is ignored for ``json``
     documents (the app parses them) and ``text`` (one ``value`` string per line).
     """
-    base = spark.readStream if streaming else spark.read
+    base: Reader = spark.readStream if streaming else spark.read
     reader = _with_common_options(base, spec, streaming)
     for key, value in spec.options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))

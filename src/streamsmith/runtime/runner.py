@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import parse_duration
 from streamsmith.io.files import read_files
@@ -96,6 +97,18 @@ def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, Streami
     return started
 
 
+def _wait(query: StreamingQuery, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``query`` to end.
+
+    A failure is not raised here: it stays in ``query.exception()``, from which
+    :func:`run_pipeline` reports every failed query after stopping the others.
+    """
+    try:
+        query.awaitTermination(seconds)  # type: ignore[arg-type]  # PySpark takes float seconds
+    except StreamingQueryException:
+        return
+
+
 def stop_gracefully(queries: list[StreamingQuery], timeout_seconds: float) -> None:
     """Stop each query between batches, waiting up to ``timeout_seconds`` in total.
 
@@ -107,7 +120,7 @@ def stop_gracefully(queries: list[StreamingQuery], timeout_seconds: float) -> No
         while (
             query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
         ):
-            query.awaitTermination(0.1)
+            _wait(query, 0.1)
         if query.isActive:
             query.stop()
 
@@ -131,7 +144,7 @@ def run_pipeline(spark: SparkSession, plan: Plan, stop: threading.Event | None =
                 break
             if any(not out.trigger.terminates and not q.isActive for out, q in running):
                 break  # an always-on query ended: stop the others and report it
-            next(query for query in queries if query.isActive).awaitTermination(_POLL_SECONDS)
+            _wait(next(query for query in queries if query.isActive), _POLL_SECONDS)
     finally:
         stop_gracefully(queries, timeout)
     report = RunReport([_outcome(output, query) for output, query in running])

@@ -1,13 +1,16 @@
-"""One shared local[2] SparkSession per test run (a session takes 10-25 s to start)."""
+"""Shared fixtures: one local[2] SparkSession and one embedded broker per test run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
+from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.session import build_session
 
 TEST_SPARK = SparkSpec(
@@ -22,3 +25,46 @@ def spark() -> Iterator[SparkSession]:
     session = build_session(TEST_SPARK, "streamsmith-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """One embedded Tansu broker (in memory, loopback) for the whole run."""
+    with start_broker(tmp_path_factory.mktemp("broker")) as running:
+        yield running
+
+
+@pytest.fixture
+def topic(broker: EmbeddedBroker, request: pytest.FixtureRequest) -> str:
+    """A fresh 3-partition topic named after the test."""
+    name = "t-" + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:80]
+    broker.create_topic(name, partitions=3)
+    return name
+
+
+Produce = Callable[..., None]
+
+
+@pytest.fixture
+def produce(broker: EmbeddedBroker) -> Produce:
+    """``produce(topic, values, keys=None, partitions=3)``: write round-robin, wait for acks."""
+
+    def write(
+        topic: str, values: list[bytes], keys: list[bytes] | None = None, partitions: int = 3
+    ) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        failures: list[str] = []
+
+        def on_delivery(error: object, _message: object) -> None:
+            if error is not None:
+                failures.append(str(error))
+
+        for index, value in enumerate(values):
+            key = keys[index] if keys else None
+            producer.produce(
+                topic, value=value, key=key, partition=index % partitions, on_delivery=on_delivery
+            )
+        assert producer.flush(30) == 0, "records still unacknowledged after 30 s"
+        assert not failures, failures
+
+    return write

@@ -11,11 +11,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from crashing import batch_ids, kill_mid_batch, spawn, wait_until
 from pyspark.sql import SparkSession
 
 from streamsmith.generate.cloudtrail import generate_cloudtrail
@@ -28,43 +27,9 @@ ONE_FILE_PER_BATCH = ("--set", "sources.cloudtrail_logs.max_files_per_trigger=1"
 
 
 def start_pipeline(root: Path, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "streamsmith", "run", "cloudtrail", "--root", str(root), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: the JVM dies with it
+    return spawn(
+        [sys.executable, "-m", "streamsmith", "run", "cloudtrail", "--root", str(root), *args]
     )
-
-
-def batch_ids(folder: Path) -> set[int]:
-    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
-
-
-def wait_until(
-    process: subprocess.Popen[str], condition: Callable[[], bool], deadline_s: float
-) -> bool:
-    """Poll ``condition`` while ``process`` runs; False if it exits or the deadline passes."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        try:
-            process.wait(timeout=0.02)
-            return condition()  # the process ended
-        except subprocess.TimeoutExpired:
-            continue
-    return False
-
-
-def in_flight_batch(root: Path) -> int | None:
-    """A batch whose offsets are logged but not yet committed, after at least one commit."""
-    offsets = batch_ids(root / CHECKPOINT / "offsets")
-    commits = batch_ids(root / CHECKPOINT / "commits")
-    pending = offsets - commits
-    return max(pending) if commits and pending else None
 
 
 def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
@@ -73,25 +38,9 @@ def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
     generated = generate_cloudtrail(
         tmp_path / "input/cloudtrail", files=30, records_per_file=200, seed=3, corrupt_fraction=0.1
     )
-    process = start_pipeline(
-        tmp_path,
-        "--trigger",
-        "interval=0s",
-        *ONE_FILE_PER_BATCH,
-    )
-    try:
-        caught = wait_until(process, lambda: in_flight_batch(tmp_path) is not None, 300)
-        killed_in = in_flight_batch(tmp_path)
-        os.killpg(process.pid, signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        _, stderr = process.communicate(timeout=60)
-    assert caught, f"pipeline never had a batch in flight; stderr:\n{stderr[-3000:]}"
-    assert process.returncode == -signal.SIGKILL
-    committed_before = batch_ids(tmp_path / CHECKPOINT / "commits")
-    assert killed_in is not None and killed_in not in committed_before
-    assert len(committed_before) < 30  # the crash left work to do
+    process = start_pipeline(tmp_path, "--trigger", "interval=0s", *ONE_FILE_PER_BATCH)
+    kill_mid_batch(process, tmp_path / CHECKPOINT)
+    assert len(batch_ids(tmp_path / CHECKPOINT / "commits")) < 30  # the crash left work to do
 
     restarted = start_pipeline(tmp_path, "--trigger", "available-now", *ONE_FILE_PER_BATCH)
     _, stderr = restarted.communicate(timeout=600)
@@ -107,12 +56,7 @@ def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
 
 def test_sigterm_stops_after_the_current_batch(tmp_path: Path) -> None:
     generate_cloudtrail(tmp_path / "input/cloudtrail", files=40, records_per_file=100, seed=8)
-    process = start_pipeline(
-        tmp_path,
-        "--trigger",
-        "interval=0s",
-        *ONE_FILE_PER_BATCH,
-    )
+    process = start_pipeline(tmp_path, "--trigger", "interval=0s", *ONE_FILE_PER_BATCH)
     try:
         started = wait_until(
             process, lambda: len(batch_ids(tmp_path / CHECKPOINT / "commits")) >= 2, 300

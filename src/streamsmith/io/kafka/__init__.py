@@ -1,0 +1,1 @@
+"""Kafka without the JVM: a Spark Python Data Source and sink on confluent-kafka."""

@@ -1,0 +1,159 @@
+"""Talking to the broker from the driver: topics, partitions and their offset bounds.
+
+End offsets are the maximum of two answers: ListOffsets(latest), which is what Kafka
+clients normally use, and the high watermark of a real fetch response. On Apache Kafka
+both agree. The embedded test broker (Tansu 0.6) answers ListOffsets(latest) with a
+value that can lag the true end, while its fetch responses carry the right watermark;
+taking the maximum is correct on both, because no broker reports a watermark beyond
+the records it has.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from streamsmith.io.kafka.offsets import Offsets, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class KafkaSourceError(RuntimeError):
+    """A broker-side problem, phrased with the topic, partition and bootstrap servers."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which partitions a source reads: named topics, a topic regex, or fixed partitions."""
+
+    kind: Literal["subscribe", "subscribePattern", "assign"]
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    assignment: tuple[TopicPartition, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "subscribe":
+            return f"subscribe={','.join(self.topics)}"
+        if self.kind == "subscribePattern":
+            return f"subscribePattern={self.pattern}"
+        return "assign=" + ",".join(f"{t}-{p}" for t, p in self.assignment)
+
+
+def consumer_config(kafka_conf: Mapping[str, str], **overrides: Any) -> dict[str, Any]:
+    """librdkafka settings for a consumer that never joins a group or commits offsets."""
+    conf: dict[str, Any] = {
+        "group.id": f"streamsmith-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
+        "socket.timeout.ms": 30000,
+    }
+    conf.update(kafka_conf)
+    conf.update(overrides)
+    return conf
+
+
+class BrokerMetadata:
+    """A driver-side consumer used only for metadata and offset bounds, never for data."""
+
+    def __init__(self, kafka_conf: Mapping[str, str], timeout_s: float = 30.0) -> None:
+        self._conf = dict(kafka_conf)
+        self._timeout = timeout_s
+        self._consumer = Consumer(
+            consumer_config(kafka_conf, **{"max.partition.fetch.bytes": 1024})
+        )
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    @property
+    def servers(self) -> str:
+        return str(self._conf.get("bootstrap.servers", "?"))
+
+    def partitions(self, subscription: Subscription) -> list[TopicPartition]:
+        """The partitions a subscription covers now (new topics and partitions included)."""
+        if subscription.kind == "assign":
+            return sorted(subscription.assignment)
+        try:
+            metadata = self._consumer.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise KafkaSourceError(
+                f"cannot list topics on {self.servers}: {exc}; check kafka.bootstrap.servers"
+            ) from None
+        if subscription.kind == "subscribe":
+            names: Iterable[str] = [t for t in subscription.topics if t in metadata.topics]
+        else:
+            matcher = re.compile(subscription.pattern)
+            names = [t for t in metadata.topics if matcher.fullmatch(t)]
+        found: list[TopicPartition] = []
+        for name in names:
+            topic = metadata.topics[name]
+            if topic.error is not None:
+                continue
+            found.extend((name, partition) for partition in topic.partitions)
+        return sorted(found)
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        """First offset still held by the broker, per partition."""
+        return {tp: self._watermarks(tp)[0] for tp in partitions}
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        """Offset after the last record, per partition (see the module docstring)."""
+        partitions = list(partitions)
+        listed = {tp: self._watermarks(tp)[1] for tp in partitions}
+        fetched = self._fetched_high_watermarks(partitions, listed)
+        return {tp: max(listed[tp], fetched.get(tp, listed[tp])) for tp in partitions}
+
+    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                KafkaTopicPartition(tp[0], tp[1]), timeout=self._timeout
+            )
+        except KafkaException as exc:
+            raise KafkaSourceError(
+                f"cannot read offsets of {tp[0]}-{tp[1]} on {self.servers}: {exc}"
+            ) from None
+        return int(low), int(high)
+
+    def _fetched_high_watermarks(
+        self, partitions: list[TopicPartition], positions: Mapping[TopicPartition, int]
+    ) -> Offsets:
+        """High watermarks from fetch responses at ``positions`` (tiny fetches, data unused)."""
+        if not partitions:
+            return {}
+        assignment = [KafkaTopicPartition(t, p, max(positions[(t, p)], 0)) for t, p in partitions]
+        self._consumer.assign(assignment)
+        pending = set(partitions)
+        result: Offsets = {}
+        deadline = time.monotonic() + self._timeout
+        while pending and time.monotonic() < deadline:
+            message = self._consumer.poll(0.2)
+            error = message.error() if message is not None else None
+            if error is not None and error.code() != KafkaError._PARTITION_EOF and error.fatal():
+                raise KafkaSourceError(f"broker {self.servers} failed: {error.str()}")
+            for tp in list(pending):
+                _, high = self._consumer.get_watermark_offsets(
+                    KafkaTopicPartition(tp[0], tp[1]), cached=True
+                )
+                if high != OFFSET_INVALID and high >= 0:
+                    result[tp] = int(high)
+                    pending.discard(tp)
+        if pending:
+            # Not fatal: ListOffsets still bounds these partitions, at worst a batch later.
+            log.warning(
+                "no fetch response within %.0fs for %s on %s; using ListOffsets for them",
+                self._timeout,
+                ", ".join(f"{t}-{p}" for t, p in sorted(pending)),
+                self.servers,
+            )
+        self._consumer.unassign()
+        return result

@@ -1,0 +1,135 @@
+"""Kafka offset arithmetic: parsing offset specs, admission control, splitting ranges.
+
+Pure functions over ``{(topic, partition): offset}`` maps, so the rules that decide what a
+micro-batch reads are unit-tested without a broker. Offsets are serialized the way
+Spark's own Kafka source writes them, ``{"topic": {"0": 42, "1": 17}}``, so checkpoints
+read like Spark's and users can paste them into ``startingOffsets``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
+
+# Spark's sentinels inside a per-partition JSON spec.
+EARLIEST = -2
+LATEST = -1
+
+
+class OffsetSpecError(ValueError):
+    """An offsets option that cannot be understood; the message names the option."""
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Records ``[start, end)`` of one topic-partition: what one Spark task reads."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{(t, p): o}`` -> ``{"t": {"p": o}}`` with partitions in numeric order."""
+    result: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        result.setdefault(topic, {})[str(partition)] = int(offset)
+    return result
+
+
+def from_json_dict(document: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """``{"t": {"p": o}}`` -> ``{(t, p): o}``."""
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in document.items()
+        for partition, offset in partitions.items()
+    }
+
+
+def parse_offset_spec(option: str, text: str, *, allow_latest: bool = True) -> str | Offsets:
+    """``earliest``, ``latest`` or a per-partition JSON object (-2 earliest, -1 latest)."""
+    value = text.strip()
+    if value.lower() in ("earliest", "latest"):
+        if value.lower() == "latest" and not allow_latest:
+            raise OffsetSpecError(f"{option}=latest is not allowed here; use earliest or JSON")
+        return value.lower()
+    try:
+        document = json.loads(value)
+        offsets = from_json_dict(document)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise OffsetSpecError(
+            f"{option}={text!r} is not earliest, latest or JSON like "
+            '{"topic": {"0": 23, "1": -2}} (-2 = earliest, -1 = latest)'
+        ) from exc
+    for (topic, partition), offset in offsets.items():
+        if offset < LATEST - 1:
+            raise OffsetSpecError(f"{option}: offset {offset} of {topic}-{partition} is negative")
+    return offsets
+
+
+def resolve(
+    spec: str | Offsets,
+    partitions: Iterable[TopicPartition],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    *,
+    default: str = "earliest",
+) -> Offsets:
+    """Concrete offsets for ``partitions`` from a spec; unlisted partitions use ``default``."""
+    resolved: Offsets = {}
+    for tp in partitions:
+        if isinstance(spec, str):
+            choice: int | str = spec
+        else:
+            choice = spec.get(tp, default)
+        if choice in ("earliest", EARLIEST):
+            resolved[tp] = earliest[tp]
+        elif choice in ("latest", LATEST):
+            resolved[tp] = latest[tp]
+        else:
+            resolved[tp] = int(choice)
+    return resolved
+
+
+def cap_by_rows(start: Mapping[TopicPartition, int], end: Offsets, max_rows: int) -> Offsets:
+    """Limit a batch to ``max_rows`` records, shared across partitions in proportion to lag.
+
+    Every partition keeps moving (a share is rounded down, and the leftover rows go to
+    the partitions with the largest remainders), and the total is exactly ``max_rows``
+    whenever more than that is available.
+    """
+    lags = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
+    total = sum(lags.values())
+    if total <= max_rows:
+        return dict(end)
+    shares = {tp: max_rows * lag / total for tp, lag in lags.items()}
+    granted = {tp: int(share) for tp, share in shares.items()}
+    leftover = max_rows - sum(granted.values())
+    by_remainder = sorted(lags, key=lambda tp: (granted[tp] - shares[tp], tp))
+    for tp in by_remainder[:leftover]:
+        granted[tp] += 1
+    return {tp: start.get(tp, end[tp]) + granted[tp] for tp in end}
+
+
+def split_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    max_records_per_range: int | None = None,
+) -> list[OffsetRange]:
+    """One range per partition with data, cut into pieces of at most ``max_records_per_range``."""
+    ranges = []
+    for (topic, partition), stop in sorted(end.items()):
+        begin = start.get((topic, partition), stop)
+        step = max_records_per_range or max(stop - begin, 1)
+        for piece in range(begin, stop, step):
+            ranges.append(OffsetRange(topic, partition, piece, min(piece + step, stop)))
+    return ranges

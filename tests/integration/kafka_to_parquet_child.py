@@ -1,0 +1,41 @@
+"""Child process of the Kafka crash test: stream a topic into Parquet until killed.
+
+Run as ``python kafka_to_parquet_child.py BOOTSTRAP TOPIC OUT CHECKPOINT TRIGGER`` with
+TRIGGER ``available-now`` or ``interval=<duration>``; it prints nothing and exits 0 when
+an ``available-now`` run is done.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from streamsmith.config import SparkSpec, parse_trigger
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.session import build_session
+
+
+def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str) -> None:
+    spark = build_session(
+        SparkSpec(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}), "kafka-crash"
+    )
+    register_kafka_source(spark)
+    records = (
+        spark.readStream.format(SOURCE_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "300")
+        .load()
+        .select("partition", "offset", "value")
+    )
+    query = (
+        records.writeStream.format("parquet")
+        .option("checkpointLocation", checkpoint)
+        .trigger(**parse_trigger(trigger).spark_kwargs())
+        .start(out)
+    )
+    query.awaitTermination()
+
+
+if __name__ == "__main__":
+    run(*sys.argv[1:6])

@@ -1,0 +1,159 @@
+"""streamsmith's Kafka source against a real (embedded) broker: offsets, limits, triggers."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+
+Produce = Callable[..., None]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered(spark: SparkSession) -> None:
+    register_kafka_source(spark)
+
+
+def events(n: int, first: int = 0) -> list[bytes]:
+    return [json.dumps({"n": i}).encode() for i in range(first, first + n)]
+
+
+def kafka(
+    spark: SparkSession, broker: EmbeddedBroker, *, stream: bool, **options: str
+) -> DataFrame:
+    reader = spark.readStream if stream else spark.read
+    reader = reader.format(SOURCE_NAME).option("kafka.bootstrap.servers", broker.bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def numbers(frame: DataFrame) -> list[int]:
+    return sorted(json.loads(row.value)["n"] for row in frame.select("value").collect())
+
+
+def drain(spark: SparkSession, frame: DataFrame, base: Path) -> tuple[DataFrame, list[int]]:
+    """Run ``frame`` with availableNow into Parquet under ``base`` (same checkpoint each call).
+
+    Returns everything in the sink so far and the input rows of each non-empty batch.
+    """
+    query = (
+        frame.writeStream.format("parquet")
+        .option("checkpointLocation", str(base / "cp"))
+        .trigger(availableNow=True)
+        .start(str(base / "out"))
+    )
+    try:
+        query.awaitTermination()
+        assert query.exception() is None
+        sizes = [int(p.numInputRows) for p in query.recentProgress if p.numInputRows]
+    finally:
+        query.stop()
+    return spark.read.parquet(str(base / "out")), sizes
+
+
+def test_batch_read_schema_and_offset_ranges(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce
+) -> None:
+    produce(topic, events(30), keys=[f"k{i}".encode() for i in range(30)])
+
+    everything = kafka(spark, broker, stream=False, subscribe=topic)
+    rows = everything.collect()
+
+    assert [f.name for f in everything.schema.fields] == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+    ]  # fmt: skip
+    assert numbers(everything) == list(range(30))
+    assert {(r.partition, r.offset) for r in rows} == {(p, o) for p in range(3) for o in range(10)}
+    assert {r.topic for r in rows} == {topic}
+    assert all(r.key == f"k{json.loads(r.value)['n']}".encode() for r in rows)
+    assert {(r.timestamp is None, r.timestampType) for r in rows} == {(False, 0)}, rows[:2]
+
+    window = kafka(
+        spark, broker, stream=False, subscribe=topic,
+        startingOffsets=json.dumps({topic: {"0": 2, "1": -2, "2": -1}}),
+        endingOffsets=json.dumps({topic: {"0": 5, "1": 3, "2": -1}}),
+    )  # fmt: skip
+    assert sorted((r.partition, r.offset) for r in window.collect()) == [
+        (0, 2), (0, 3), (0, 4), (1, 0), (1, 1), (1, 2),
+    ]  # fmt: skip
+
+
+def test_stream_from_earliest_respects_max_offsets_per_trigger(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
+) -> None:
+    produce(topic, events(250))
+    frame = kafka(
+        spark, broker, stream=True, subscribe=topic, startingOffsets="earliest",
+        maxOffsetsPerTrigger="40",
+    )  # fmt: skip
+
+    out, sizes = drain(spark, frame, tmp_path)
+
+    assert sizes == [40] * 6 + [10]
+    assert numbers(out) == list(range(250))
+
+    produce(topic, events(25, first=250))
+    out, sizes = drain(spark, frame, tmp_path)  # same checkpoint: only the new records
+    assert sizes == [25]
+    assert numbers(out) == list(range(275))
+
+
+def test_stream_from_latest_skips_existing_records(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
+) -> None:
+    produce(topic, events(12))
+    frame = kafka(spark, broker, stream=True, subscribe=topic)  # startingOffsets=latest
+
+    _, sizes = drain(spark, frame, tmp_path)
+    assert sizes == []
+
+    produce(topic, events(9, first=100))
+    out, sizes = drain(spark, frame, tmp_path)
+    assert sizes == [9]
+    assert numbers(out) == list(range(100, 109))
+
+
+def test_subscribe_pattern_picks_up_new_topics(
+    spark: SparkSession, broker: EmbeddedBroker, produce: Produce, tmp_path: Path
+) -> None:
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    broker.create_topic(f"{prefix}-a", partitions=2)
+    produce(f"{prefix}-a", events(4), partitions=2)
+    frame = kafka(
+        spark, broker, stream=True, subscribePattern=f"{prefix}-.*", startingOffsets="earliest"
+    )
+    out, _ = drain(spark, frame, tmp_path)
+    assert numbers(out) == [0, 1, 2, 3]
+
+    broker.create_topic(f"{prefix}-b", partitions=1)
+    produce(f"{prefix}-b", events(3, first=10), partitions=1)
+    produce(f"{prefix}-a", events(2, first=20), partitions=2)
+    out, sizes = drain(spark, frame, tmp_path)
+    assert sizes == [5]
+    assert numbers(out) == [0, 1, 2, 3, 10, 11, 12, 20, 21]  # the new topic from its start
+
+
+def test_headers_and_assign(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"v", partition=1, headers=[("trace", b"abc"), ("n", None)])
+    producer.produce(topic, value=b"w", partition=2)
+    assert producer.flush(30) == 0
+
+    frame = kafka(
+        spark, broker, stream=False, assign=json.dumps({topic: [1]}), includeHeaders="true"
+    )
+    rows = frame.collect()
+    assert [(r.value, r.partition) for r in rows] == [(b"v", 1)]
+    assert [(h.key, h.value) for h in rows[0].headers] == [("trace", b"abc"), ("n", None)]

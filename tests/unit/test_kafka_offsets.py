@@ -1,0 +1,92 @@
+"""Offset arithmetic of the Kafka source, without a broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamsmith.io.kafka.offsets import (
+    OffsetRange,
+    OffsetSpecError,
+    cap_by_rows,
+    from_json_dict,
+    parse_offset_spec,
+    resolve,
+    split_ranges,
+    to_json_dict,
+)
+from streamsmith.io.kafka.source import KafkaOptionError, parse_options
+
+
+def test_json_round_trip_matches_sparks_format() -> None:
+    offsets = {("b", 10): 5, ("b", 2): 7, ("a", 0): 0}
+    assert to_json_dict(offsets) == {"a": {"0": 0}, "b": {"2": 7, "10": 5}}
+    assert from_json_dict(to_json_dict(offsets)) == offsets
+
+
+def test_offset_specs() -> None:
+    assert parse_offset_spec("startingOffsets", " Earliest ") == "earliest"
+    assert parse_offset_spec("startingOffsets", '{"t": {"0": 5, "1": -2}}') == {
+        ("t", 0): 5,
+        ("t", 1): -2,
+    }
+    with pytest.raises(OffsetSpecError, match=r"startingOffsets='soon' is not earliest, latest"):
+        parse_offset_spec("startingOffsets", "soon")
+    with pytest.raises(OffsetSpecError, match="negative"):
+        parse_offset_spec("startingOffsets", '{"t": {"0": -5}}')
+
+
+def test_resolve_uses_sentinels_and_defaults() -> None:
+    partitions = [("t", 0), ("t", 1), ("t", 2)]
+    earliest = {("t", 0): 3, ("t", 1): 0, ("t", 2): 1}
+    latest = {("t", 0): 9, ("t", 1): 4, ("t", 2): 8}
+    spec = {("t", 0): 5, ("t", 1): -1}
+    assert resolve(spec, partitions, earliest, latest) == {("t", 0): 5, ("t", 1): 4, ("t", 2): 1}
+    assert resolve("latest", partitions, earliest, latest) == latest
+
+
+@pytest.mark.parametrize("max_rows", [1, 7, 50, 99, 100, 1000])
+def test_cap_by_rows_never_exceeds_and_shares_by_lag(max_rows: int) -> None:
+    start = {("t", 0): 0, ("t", 1): 10, ("t", 2): 5}
+    end = {("t", 0): 60, ("t", 1): 40, ("t", 2): 15, ("u", 0): 0}
+    capped = cap_by_rows(start, end, max_rows)
+    read = {tp: capped[tp] - start.get(tp, end[tp]) for tp in end}
+    assert sum(read.values()) == min(max_rows, 100)
+    assert all(0 <= read[tp] <= end[tp] - start.get(tp, end[tp]) for tp in end)
+    if max_rows == 50:
+        assert read == {("t", 0): 30, ("t", 1): 15, ("t", 2): 5, ("u", 0): 0}
+
+
+def test_split_ranges() -> None:
+    start = {("t", 0): 0, ("t", 1): 5}
+    end = {("t", 0): 10, ("t", 1): 5, ("t", 2): 4}
+    assert split_ranges(start, end) == [
+        OffsetRange("t", 0, 0, 10),
+    ]
+    assert split_ranges(start, end, 4) == [
+        OffsetRange("t", 0, 0, 4),
+        OffsetRange("t", 0, 4, 8),
+        OffsetRange("t", 0, 8, 10),
+    ]
+
+
+def test_source_options_are_validated_with_their_names() -> None:
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a, b"}
+    parsed = parse_options({**base, "maxoffsetspertrigger": "10"}, streaming=True)
+    assert parsed.subscription.topics == ("a", "b")
+    assert parsed.starting_offsets == "latest" and parsed.max_offsets_per_trigger == 10
+    assert parse_options(base, streaming=False).starting_offsets == "earliest"
+    assign = parse_options(
+        {"kafka.bootstrap.servers": "x:1", "assign": '{"t": [1, 0]}'}, streaming=True
+    )
+    assert assign.subscription.assignment == (("t", 0), ("t", 1))
+    cases = {
+        "kafka.bootstrap.servers is required": {"subscribe": "a"},
+        "exactly one of subscribe": {**base, "subscribepattern": "a.*"},
+        "maxoffsetspertrigger must be positive": {**base, "maxoffsetspertrigger": "0"},
+        "failondataloss must be true or false": {**base, "failondataloss": "maybe"},
+        "endingOffsets applies to batch reads only": {**base, "endingoffsets": "latest"},
+        "assign=": {"kafka.bootstrap.servers": "x:1", "assign": "t:0"},
+    }
+    for message, options in cases.items():
+        with pytest.raises(KafkaOptionError, match=message):
+            parse_options(options, streaming=True)

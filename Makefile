@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java demo test test-fast lint format bench clean
+.PHONY: setup java demo demo-nest test test-fast lint format bench clean
 
 setup: java $(VENV)/.installed
 
@@ -46,5 +46,8 @@ format: setup
 bench: setup
 	$(PY) benchmarks/cloudtrail_etl.py
 
+demo-nest: setup
+	$(VENV)/bin/streamsmith demo nest
+
 clean:
-	rm -rf streamsmith-demo streamsmith-data .pytest_cache
+	rm -rf streamsmith-demo streamsmith-demo-nest streamsmith-data .pytest_cache

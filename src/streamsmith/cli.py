@@ -321,18 +321,100 @@ def generate_cloudtrail_files(
     )
 
 
+def _kafka_target(url: str) -> tuple[str, str]:
+    """``kafka://host:port/topic`` -> (bootstrap servers, topic)."""
+    if not url.startswith("kafka://") or "/" not in url[len("kafka://") :]:
+        raise UserError(
+            f"--to {url!r}: write kafka://HOST:PORT/TOPIC, e.g. kafka://127.0.0.1:9092/nest-logs"
+        )
+    servers, _, topic = url[len("kafka://") :].partition("/")
+    if not servers or not topic:
+        raise UserError(f"--to {url!r}: both servers and topic are needed")
+    return servers, topic
+
+
+@generate_cli.command("nest")
+def generate_nest_snapshots(
+    to: Annotated[
+        str, typer.Option("--to", help="kafka://HOST:PORT/TOPIC")
+    ] = "kafka://127.0.0.1:9092/nest-logs",
+    devices: Annotated[int, typer.Option("--devices", help="Number of cameras.")] = 40,
+    events: Annotated[int, typer.Option("--events", help="Number of snapshots.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed")] = 1,
+    corrupt_fraction: Annotated[float, typer.Option("--corrupt-fraction")] = 0.0,
+    partitions: Annotated[
+        int, typer.Option("--partitions", help="Partitions if the topic is created.")
+    ] = 3,
+    root: Root = None,
+) -> None:
+    """Publish Nest snapshots to Kafka and write the device_locations lookup table."""
+    from streamsmith.generate.nest import nest_data, publish
+    from streamsmith.io.kafka.client import ensure_topic
+    from streamsmith.io.lake import replace_static_table, table_path
+    from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
+
+    servers, topic = _kafka_target(to)
+    _, pipeline = _spec_for("nest", None, None, root)
+    try:
+        data = nest_data(
+            devices=devices, events=events, seed=seed, corrupt_fraction=corrupt_fraction
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    ensure_topic(servers, topic, partitions)
+    sent = publish(data, servers, topic)
+    locations = table_path(pipeline.root, "device_locations")
+    replace_static_table(locations, data.locations, DEVICE_LOCATIONS_SCHEMA)
+    say(
+        f"sent {sent} snapshots to {topic} on {servers} ({data.camera_records} camera records, "
+        f"{data.corrupt_messages} corrupt); wrote {len(data.locations)} device locations to "
+        f"{locations}"
+    )
+
+
+report_cli = typer.Typer(help="Batch reports over what the streams produced.", no_args_is_help=True)
+cli.add_typer(report_cli, name="report")
+
+
+@report_cli.command("nest-sightings")
+def report_nest_sightings(
+    min_count: Annotated[
+        int, typer.Option("--min-count", help="Report windows with more sightings.")
+    ] = 0,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | csv | json")] = "table",
+) -> None:
+    """Zip codes and hours with many person sightings, from the nest-camera-stats topic."""
+    from streamsmith.apps.nest import sightings_report
+
+    _, pipeline = _spec_for("nest", spec, set_, root)
+    spark = _session(pipeline, "report")
+    frame = sightings_report(spark, pipeline, min_count)
+    _print_rows(
+        frame.collect(), frame.columns, f"windows with more than {min_count} sightings", fmt
+    )
+
+
 @cli.command("demo")
 def demo(
-    root: Annotated[Path, typer.Option("--root", help="Demo storage root; cleared first.")] = Path(
-        "streamsmith-demo"
-    ),
-    files: Annotated[int, typer.Option("--files")] = 40,
-    records_per_file: Annotated[int, typer.Option("--records-per-file")] = 250,
+    app: Annotated[str, typer.Argument(help="cloudtrail (files) or nest (Kafka)")] = "cloudtrail",
+    root: Annotated[
+        Path | None, typer.Option("--root", help="Demo storage root; cleared first.")
+    ] = None,
 ) -> None:
-    """Generate CloudTrail logs, run the pipeline to completion and show what landed."""
-    from streamsmith.demo import run_cloudtrail_demo
+    """Run an app end to end on generated data and show what landed."""
+    from streamsmith.demo import run_cloudtrail_demo, run_nest_demo
 
-    run_cloudtrail_demo(root, files=files, records_per_file=records_per_file, console=out)
+    if app == "cloudtrail":
+        run_cloudtrail_demo(
+            root or Path("streamsmith-demo"), files=40, records_per_file=250, console=out
+        )
+    elif app == "nest":
+        run_nest_demo(root or Path("streamsmith-demo-nest"), devices=60, events=3000, console=out)
+    else:
+        raise UserError(f"no demo for {app!r}: choose cloudtrail or nest")
 
 
 def main() -> None:

@@ -135,29 +135,87 @@ class SparkSpec(StrictModel):
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "WARN"
 
 
-class SourceSpec(StrictModel):
-    """A directory of input files read with the app's explicit schema.
+FILE_FORMATS = ("json", "jsonl", "csv", "text")
 
-    Formats: ``json`` (one JSON document per file, as CloudTrail delivers them),
-    ``jsonl`` (one JSON object per line), ``csv`` and ``text``; any of them may be gzipped.
+
+class SourceSpec(StrictModel):
+    """Where a flow's input comes from: a directory of files, or Kafka topics.
+
+    File formats: ``json`` (one JSON document per file, as CloudTrail delivers them),
+    ``jsonl`` (one JSON object per line), ``csv`` and ``text``; any may be gzipped; they
+    need ``path``. ``kafka`` takes Spark's Kafka options under ``options``
+    (``kafka.bootstrap.servers``, ``subscribe``, ``startingOffsets``, ...) and reads
+    through Spark's JVM connector when it is on the classpath, streamsmith's Python
+    connector otherwise (``connector``).
     """
 
-    format: Literal["json", "jsonl", "csv", "text"]
-    path: str = Field(description="directory; relative paths are under storage_root")
+    format: Literal["json", "jsonl", "csv", "text", "kafka"]
+    path: str | None = Field(default=None, description="directory; relative to storage_root")
     glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
     recursive: bool = True
     max_files_per_trigger: int | None = Field(default=None, gt=0)
     latest_first: bool = False
+    connector: Literal["auto", "jvm", "python"] = "auto"
     options: dict[str, ConfValue] = Field(default_factory=dict)
+
+    @property
+    def is_file_source(self) -> bool:
+        return self.format in FILE_FORMATS
+
+    @model_validator(mode="after")
+    def _fits_its_format(self) -> SourceSpec:
+        if self.is_file_source:
+            if not self.path:
+                raise ValueError(f"a {self.format} source needs a path (a directory of files)")
+            return self
+        keys = {key.lower() for key in self.options}
+        if len(keys & {"subscribe", "subscribepattern", "assign"}) != 1:
+            raise ValueError(
+                "a kafka source needs exactly one of subscribe, subscribePattern, assign"
+            )
+        if self.path or self.glob or self.max_files_per_trigger or self.latest_first:
+            raise ValueError(
+                "path, glob, max_files_per_trigger and latest_first are for file sources; "
+                "use options.maxOffsetsPerTrigger for kafka"
+            )
+        return self
 
 
 class SinkSpec(StrictModel):
-    """A Parquet table in the lake under ``<storage_root>/tables/<table>``."""
+    """Where a flow's output goes: a Parquet table in the lake, or a Kafka topic.
 
-    table: str = Field(pattern=_IDENTIFIER)
-    format: Literal["parquet"] = "parquet"
+    ``parquet`` writes ``<storage_root>/tables/<table>`` through Spark's file sink
+    (exactly once). ``kafka`` writes ``topic`` (at least once; see the README) with the
+    flow's ``key`` and ``value`` columns; ``options`` are Kafka sink options.
+    """
+
+    format: Literal["parquet", "kafka"] = "parquet"
+    table: str | None = Field(default=None, pattern=_IDENTIFIER)
+    topic: str | None = None
     partition_by: tuple[str, ...] = ()
     output_mode: Literal["append", "update", "complete"] = "append"
+    connector: Literal["auto", "jvm", "python"] = "auto"
+    options: dict[str, ConfValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _fits_its_format(self) -> SinkSpec:
+        if self.format == "parquet" and not self.table:
+            raise ValueError("a parquet sink needs a table name")
+        if self.format == "kafka" and (not self.topic or self.table or self.partition_by):
+            raise ValueError("a kafka sink needs a topic (and no table or partition_by)")
+        return self
+
+    @property
+    def name(self) -> str:
+        """The table or topic written."""
+        return str(self.table or self.topic)
+
+
+class KafkaSpec(StrictModel):
+    """The Kafka cluster that kafka sources and sinks use unless they set their own."""
+
+    bootstrap_servers: str | None = None
+    options: dict[str, ConfValue] = Field(default_factory=dict)
 
 
 class FlowSpec(StrictModel):
@@ -184,6 +242,7 @@ class PipelineSpec(StrictModel):
     trigger: str = "interval=10s"
     graceful_stop_timeout: str = "60s"
     spark: SparkSpec = Field(default_factory=SparkSpec)
+    kafka: KafkaSpec = Field(default_factory=KafkaSpec)
     sources: dict[str, SourceSpec]
     flows: dict[str, FlowSpec]
 
@@ -201,7 +260,7 @@ class PipelineSpec(StrictModel):
 
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:
-        tables: dict[str, str] = {}
+        outputs: dict[str, str] = {}
         for name, flow in self.flows.items():
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
@@ -211,22 +270,46 @@ class PipelineSpec(StrictModel):
                     f"flow {name!r} reads source {flow.source!r}, which is not defined "
                     f"(sources: {known})"
                 )
-            if flow.sink.table in tables:
+            target = f"{flow.sink.format} {flow.sink.name!r}"
+            if target in outputs:
                 raise ValueError(
-                    f"flows {tables[flow.sink.table]!r} and {name!r} both write table "
-                    f"{flow.sink.table!r}; each flow needs its own table"
+                    f"flows {outputs[target]!r} and {name!r} both write {target}; "
+                    "each flow needs its own table or topic"
                 )
-            tables[flow.sink.table] = name
+            outputs[target] = name
+        for where, options in [
+            *((f"sources.{n}", s.options) for n, s in self.sources.items() if s.format == "kafka"),
+            *((f"flows.{n}.sink", f.sink.options) for n, f in self.flows.items()
+              if f.sink.format == "kafka"),
+        ]:  # fmt: skip
+            keys = {key.lower() for key in options}
+            if "kafka.bootstrap.servers" not in keys and not self.kafka.bootstrap_servers:
+                raise ValueError(
+                    f"{where} has no Kafka servers: set kafka.bootstrap_servers, or "
+                    f"{where}.options.kafka.bootstrap.servers"
+                )
         return self
+
+    def kafka_options(self, own: Mapping[str, ConfValue]) -> dict[str, ConfValue]:
+        """A source's or sink's Kafka options over the pipeline-wide ``kafka`` block."""
+        merged: dict[str, ConfValue] = {f"kafka.{k}": v for k, v in self.kafka.options.items()}
+        if self.kafka.bootstrap_servers:
+            merged["kafka.bootstrap.servers"] = self.kafka.bootstrap_servers
+        merged.update(own)
+        return merged
 
     @property
     def root(self) -> Path:
         """The storage root as an absolute path."""
         return Path(self.storage_root).expanduser().resolve()
 
-    def source_path(self, source: str) -> Path:
-        """Absolute input directory of a source; relative paths live under the storage root."""
-        path = Path(self.sources[source].path).expanduser()
+    def source_path(self, source: str) -> Path | None:
+        """Absolute input directory of a file source (relative paths are under the storage
+        root); None for other sources."""
+        configured = self.sources[source].path
+        if configured is None:
+            return None
+        path = Path(configured).expanduser()
         return path if path.is_absolute() else self.root / path
 
 

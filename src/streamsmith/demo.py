@@ -53,7 +53,7 @@ def run_cloudtrail_demo(
     app = get_app("cloudtrail")
     spec = load_spec(app.default_spec, storage_root=str(root))
     plan = build_plan(app, spec, Trigger("available-now"))
-    input_dir = spec.source_path("cloudtrail_logs")
+    input_dir = root / "input/cloudtrail"  # the default spec's source path
 
     started = time.monotonic()
     report = generate_cloudtrail(
@@ -108,3 +108,68 @@ def run_cloudtrail_demo(
         "table": landed,
         "quarantine": quarantined,
     }
+
+
+def run_nest_demo(root: Path, *, devices: int, events: int, console: Console) -> dict[str, int]:
+    """The Nest app on an embedded broker: publish snapshots, run both flows, report."""
+    from streamsmith.apps.nest import APP, LOGS_TOPIC, STATS_TOPIC, sightings_report
+    from streamsmith.generate.nest import nest_data, publish
+    from streamsmith.io.kafka.broker import start_broker
+    from streamsmith.io.kafka.client import ensure_topic
+    from streamsmith.io.lake import replace_static_table, table_path
+    from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
+
+    root = root.resolve()
+    check_storage_root(root.parent if not root.exists() else root)
+    if root.exists():
+        shutil.rmtree(root)
+    started = time.monotonic()
+    with start_broker(root / "broker") as broker:
+        ensure_topic(broker.bootstrap, LOGS_TOPIC, 3)
+        ensure_topic(broker.bootstrap, STATS_TOPIC, 1)
+        data = nest_data(devices=devices, events=events, seed=7, corrupt_fraction=0.01)
+        publish(data, broker.bootstrap, LOGS_TOPIC)
+        replace_static_table(
+            table_path(root, "device_locations"), data.locations, DEVICE_LOCATIONS_SCHEMA
+        )
+        console.print(
+            f"1. started an embedded broker on {broker.bootstrap}, sent {len(data.messages)} "
+            f"Nest snapshots ({data.camera_records} camera records, {data.corrupt_messages} "
+            f"corrupt) to {LOGS_TOPIC}, wrote {len(data.locations)} device locations",
+            highlight=False,
+            soft_wrap=True,
+        )
+        spec = load_spec(
+            APP.default_spec,
+            sets=[f"kafka.bootstrap_servers={broker.bootstrap}"],
+            storage_root=str(root),
+        )
+        with console.status("starting Spark"):
+            spark = build_session(spec.spark, "streamsmith-demo-nest")
+        with console.status("running the nest flows (available-now)"):
+            run = run_pipeline(spark, build_plan(APP, spec, Trigger("available-now")))
+        batches = ", ".join(f"{q.name}: {q.batches} batches" for q in run.queries)
+        console.print(f"2. ran the flows to the end of the topic ({batches})", highlight=False)
+        register_lake_views(spark, root)
+        archived = spark.table("camera_events").count()
+        quarantined = spark.table("camera_events_quarantine").count()
+        console.print(
+            f"3. camera_events holds {archived} camera records; {quarantined} snapshots in "
+            "camera_events_quarantine",
+            highlight=False,
+        )
+        threshold = max(1, sorted(data.sightings.values())[len(data.sightings) // 2])
+        frame = sightings_report(spark, spec, threshold)
+        table = Table(
+            title=f"4. report: zip codes and hours with more than {threshold} person sightings "
+            f"(from {STATS_TOPIC})",
+            title_justify="left",
+        )
+        for column in frame.columns:
+            table.add_column(column)
+        rows = frame.collect()
+        for row in rows[:15]:
+            table.add_row(*[str(value) for value in row])
+        console.print(table)
+    console.print(f"done in {time.monotonic() - started:.0f} s", highlight=False)
+    return {"camera_records": archived, "quarantined": quarantined, "report_rows": len(rows)}

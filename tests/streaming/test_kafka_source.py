@@ -157,3 +157,56 @@ def test_headers_and_assign(
     rows = frame.collect()
     assert [(r.value, r.partition) for r in rows] == [(b"v", 1)]
     assert [(h.key, h.value) for h in rows[0].headers] == [("trace", b"abc"), ("n", None)]
+
+
+VALUE_SCHEMA = (
+    "user_id STRING, n INT, big BIGINT, ratio DOUBLE, ok BOOLEAN, event_time TIMESTAMP, "
+    "day DATE, tags ARRAY<STRING>, device STRUCT<id: STRING, battery: DOUBLE>"
+)
+
+
+def test_json_at_the_source_equals_from_json_and_flags_bad_values(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.testing import assertDataFrameEqual
+
+    valid = [
+        json.dumps({
+            "user_id": f"u{i}", "n": i, "big": 2**40 + i, "ratio": i / 7, "ok": i % 2 == 0,
+            "event_time": f"2026-11-20T10:{i % 60:02d}:0{i % 10}Z", "day": "2026-11-21",
+            "tags": ["a", str(i)], "device": {"id": f"d{i}", "battery": 0.5},
+            "unknown_field": [1, 2],
+        }).encode()
+        for i in range(40)
+    ]  # fmt: skip
+    sparse = [b'{"user_id": "only"}', b'{\n  "n": 5,\n  "user_id": "multi-line"\n}']
+    malformed = [b'{"user_id": "x", "n": "not a number"}', b"[1, 2]", b"{truncated"]
+    produce(topic, valid + sparse + malformed + [b""])
+    options = {"subscribe": topic, "startingOffsets": "earliest"}
+
+    decoded = kafka(
+        spark, broker, stream=False, valueFormat="json", valueSchema=VALUE_SCHEMA, **options
+    )
+    reference = kafka(spark, broker, stream=False, **options).select(
+        "partition",
+        "offset",
+        F.from_json(F.col("value").cast("string"), VALUE_SCHEMA).alias("json"),
+    )
+
+    good = decoded.where("json_error IS NULL")
+    assertDataFrameEqual(
+        good.select("partition", "offset", "json"),
+        reference.join(good.select("partition", "offset"), ["partition", "offset"]),
+    )
+    assert good.count() == len(valid) + len(sparse) + 1  # the empty value decodes to null
+    bad = sorted((r.value, r.json_error) for r in decoded.where("json_error IS NOT NULL").collect())
+    assert [value for value, _ in bad] == sorted(malformed)
+    assert all(error.startswith("invalid JSON value: ") for _, error in bad)
+    assert decoded.where("json IS NULL AND json_error IS NULL").count() == 1
+
+    stream = kafka(
+        spark, broker, stream=True, valueFormat="json", valueSchema=VALUE_SCHEMA, **options
+    )
+    out, _ = drain(spark, stream, tmp_path)
+    assertDataFrameEqual(out, decoded)

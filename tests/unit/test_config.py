@@ -167,3 +167,37 @@ def test_session_defaults_for_this_machine() -> None:
         "RocksDBStateStoreProvider"
     )
     assert "spark.driver.bindAddress" not in default_conf(SparkSpec(master="spark://h:7077"))
+
+
+def test_kafka_sources_are_validated(tmp_path: Path) -> None:
+    from streamsmith.config import SourceSpec
+
+    spec = SourceSpec(
+        format="kafka",
+        options={"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "events"},
+    )
+    assert not spec.is_file_source and spec.connector == "auto"
+    kafka_spec = {
+        "app": "k",
+        "sources": {"s": {"format": "kafka", "options": {"subscribe": "events"}}},
+        "flows": {"f": {"source": "s", "sink": {"format": "kafka", "topic": "out"}}},
+    }
+    with pytest.raises(UserError, match="sources.s has no Kafka servers: set kafka.bootstrap"):
+        load_spec(kafka_spec)
+    shared = load_spec(kafka_spec, sets=["kafka.bootstrap_servers=127.0.0.1:9"])
+    assert shared.kafka_options({"subscribe": "events"}) == {
+        "kafka.bootstrap.servers": "127.0.0.1:9",
+        "subscribe": "events",
+    }
+    with pytest.raises(UserError, match="a kafka sink needs a topic"):
+        load_spec(kafka_spec, sets=["flows.f.sink.table=t"])
+    with pytest.raises(ValueError, match="exactly one of subscribe, subscribePattern, assign"):
+        SourceSpec(format="kafka", options={"kafka.bootstrap.servers": "x:1"})
+    with pytest.raises(ValueError, match="use options.maxOffsetsPerTrigger for kafka"):
+        SourceSpec(
+            format="kafka",
+            max_files_per_trigger=3,
+            options={"kafka.bootstrap.servers": "x:1", "subscribe": "t"},
+        )
+    with pytest.raises(ValueError, match="a jsonl source needs a path"):
+        SourceSpec(format="jsonl")

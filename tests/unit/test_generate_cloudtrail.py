@@ -454,7 +454,7 @@ def test_zero_files_writes_nothing(tmp_path: Path) -> None:
         ({"corrupt_fraction": 1.5}, r"corrupt_fraction must be between 0 and 1, got 1\.5"),
         ({"corrupt_fraction": -0.1}, r"corrupt_fraction must be between 0 and 1"),
         ({"corrupt_fraction": float("nan")}, r"corrupt_fraction must be between 0 and 1"),
-        ({"span": timedelta(0)}, r"span must be positive.*timedelta\(days=3\)"),
+        ({"span": timedelta(0)}, r"span must be positive.*timedelta\(hours=6\)"),
         ({"span": -timedelta(days=1)}, r"span must be positive"),
         (
             {"start": datetime(2026, 11, 20, 0, 0, 0, 1, tzinfo=UTC), "span": timedelta(0, 0, 5)},

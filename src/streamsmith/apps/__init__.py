@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from streamsmith.apps import cloudtrail
+from streamsmith.apps import cloudtrail, nest
 from streamsmith.errors import UserError
 from streamsmith.runtime.app import App
 
-APPS: dict[str, App] = {app.name: app for app in (cloudtrail.APP,)}
+APPS: dict[str, App] = {app.name: app for app in (cloudtrail.APP, nest.APP)}
 
 
 def get_app(name: str) -> App:

@@ -38,6 +38,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from streamsmith.generate import check_corruption_and_time
+
 __all__ = [
     "FILE_LEVEL_KINDS",
     "RECORD_LEVEL_KINDS",
@@ -1026,18 +1028,7 @@ def _validate(
             f"records_per_file must be >= 1, got {records_per_file}: "
             "a CloudTrail log file holds at least one record"
         )
-    if not 0 <= corrupt_fraction <= 1:
-        raise ValueError(
-            f"corrupt_fraction must be between 0 and 1, got {corrupt_fraction!r}: "
-            "use 0 for clean data or e.g. 0.05 for a little corruption"
-        )
-    if start.tzinfo is None or start.utcoffset() is None:
-        raise ValueError(
-            f"start must be timezone-aware, got naive {start.isoformat()}: "
-            "pass e.g. datetime(2026, 11, 20, tzinfo=UTC)"
-        )
-    if span <= timedelta(0):
-        raise ValueError(f"span must be positive, got {span!r}: pass e.g. timedelta(days=3)")
+    check_corruption_and_time(corrupt_fraction, start, span)
 
 
 def _whole_seconds(start: datetime, span: timedelta) -> tuple[int, int]:

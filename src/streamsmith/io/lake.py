@@ -10,14 +10,17 @@ a failed batch; tools that list the folder directly (pyarrow, DuckDB) can.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamsmith.config import Trigger
+from streamsmith.errors import UserError
 
 TABLES_DIR = "tables"
 BACKFILL_DIR = "backfill"
@@ -71,6 +74,43 @@ def write_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = ()) 
     save_schema(path, frame.schema)
 
 
+def replace_static_table(path: Path, rows: Sequence[Sequence[Any]], schema: StructType) -> None:
+    """Write a small lookup table (e.g. ``device_locations``) as one Parquet file, no Spark.
+
+    The new version is built beside the old one and swapped in with two renames, so a
+    stream joining with it sees the old or the new table; a reader listing the folder at
+    the exact moment of the swap may fail once and succeed on retry.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    columns: list[Sequence[Any]] = (
+        list(zip(*rows, strict=True)) if rows else [() for _ in schema.fields]
+    )
+    table = pa.table(
+        [
+            pa.array(list(values), type=field.type)
+            for values, field in zip(columns, arrow_schema, strict=True)
+        ],
+        schema=arrow_schema,
+    )
+    staging = path.with_name(f".{path.name}.new")
+    retired = path.with_name(f".{path.name}.old")
+    for leftover in (staging, retired):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    staging.mkdir(parents=True)
+    pq.write_table(table, staging / "part-00000.parquet")
+    save_schema(staging, schema)
+    if path.exists():
+        path.rename(retired)
+    staging.rename(path)
+    if retired.exists():
+        shutil.rmtree(retired)
+
+
 def save_schema(path: Path, schema: StructType) -> None:
     """Record a table's schema beside its data (written atomically)."""
     path.mkdir(parents=True, exist_ok=True)
@@ -89,7 +129,7 @@ def saved_schema(path: Path) -> StructType | None:
 
 def is_table(path: Path) -> bool:
     """Whether a folder holds a table Spark can read: a saved schema or Parquet files."""
-    return (path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet"))
+    return path.is_dir() and ((path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet")))
 
 
 def lake_tables(root: Path) -> dict[str, Path]:
@@ -112,9 +152,16 @@ def register_lake_views(spark: SparkSession, root: Path) -> dict[str, Path]:
     """Register every lake table as a temporary view (read through its commit log)."""
     tables = lake_tables(root)
     for view, path in tables.items():
-        reader = spark.read
-        schema = saved_schema(path)
-        if schema is not None:
-            reader = reader.schema(schema)
-        reader.parquet(str(path)).createOrReplaceTempView(view)
+        read_table(spark, path).createOrReplaceTempView(view)
     return tables
+
+
+def read_table(spark: SparkSession, path: Path) -> DataFrame:
+    """A lake table as a batch DataFrame, through its commit log and saved schema."""
+    if not is_table(path):
+        raise UserError(f"table {path.name} does not exist at {path}: create it first")
+    reader = spark.read
+    schema = saved_schema(path)
+    if schema is not None:
+        reader = reader.schema(schema)
+    return reader.parquet(str(path))

@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-Transform = Callable[[DataFrame], DataFrame]
+Transform = Callable[..., DataFrame]
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,10 @@ class FlowDefinition:
 
     ``transform`` maps the source frame to the output. With ``quarantine`` set, the
     output is a tagged frame (see ``streamsmith.transforms.quarantine``): rejected rows go
-    to the table's quarantine table and accepted rows to the table.
+    to the table's quarantine table and accepted rows to the table. ``lookups`` name
+    static lake tables passed to the transform as keyword arguments (stream-static
+    joins); Spark re-reads them every micro-batch, so they may be replaced while the
+    stream runs.
     """
 
     name: str
@@ -26,6 +29,7 @@ class FlowDefinition:
     description: str = ""
     record_schema: StructType | None = None
     quarantine: bool = True
+    lookups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,32 +7,39 @@ Planning touches neither Spark nor data, so ``dry-run`` and every check a user c
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from streamsmith.config import PipelineSpec, SourceSpec, Trigger, parse_trigger
+from streamsmith.config import ConfValue, PipelineSpec, SourceSpec, Trigger, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.transforms.quarantine import QUARANTINE_PARTITION_BY, quarantine_table
 
-OutputKind = Literal["table", "quarantine"]
+OutputKind = Literal["table", "quarantine", "topic"]
 
 
 @dataclass(frozen=True)
 class Output:
-    """One streaming query: where a flow's accepted (or quarantined) rows land."""
+    """One streaming query: where a flow's accepted (or quarantined) rows land.
+
+    ``table`` outputs write ``path`` in the lake; ``topic`` outputs write the Kafka topic
+    ``table`` with ``options``. Backfills always land in the lake, at ``backfill_path``.
+    """
 
     query_name: str
     kind: OutputKind
     table: str
-    path: Path
+    path: Path | None
     backfill_path: Path
     checkpoint: Path
     partition_by: tuple[str, ...]
     output_mode: str
     trigger: Trigger
+    options: Mapping[str, ConfValue] = field(default_factory=dict)
+    connector: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ class FlowPlan:
     definition: FlowDefinition
     source_name: str
     source: SourceSpec
-    source_path: Path
+    source_path: Path | None
     outputs: tuple[Output, ...]
 
 
@@ -89,27 +96,31 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
             continue
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
         sink = flow.sink
+        to_topic = sink.format == "kafka"
         outputs = [
             Output(
                 query_name=f"{app.name}.{definition.name}",
-                kind="table",
-                table=sink.table,
-                path=table_path(root, sink.table),
-                backfill_path=backfill_path(root, sink.table),
+                kind="topic" if to_topic else "table",
+                table=sink.name,
+                path=None if to_topic else table_path(root, sink.name),
+                backfill_path=backfill_path(root, definition.name if to_topic else sink.name),
                 checkpoint=checkpoints / definition.name,
                 partition_by=sink.partition_by,
                 output_mode=sink.output_mode,
                 trigger=flow_trigger,
+                options=spec.kafka_options(sink.options) if to_topic else {},
+                connector=sink.connector,
             )
         ]
         if definition.quarantine:
+            rejected = quarantine_table(definition.name if to_topic else sink.name)
             outputs.append(
                 Output(
                     query_name=f"{app.name}.{definition.name}.quarantine",
                     kind="quarantine",
-                    table=quarantine_table(sink.table),
-                    path=table_path(root, quarantine_table(sink.table)),
-                    backfill_path=backfill_path(root, quarantine_table(sink.table)),
+                    table=rejected,
+                    path=table_path(root, rejected),
+                    backfill_path=backfill_path(root, rejected),
                     checkpoint=checkpoints / f"{definition.name}__quarantine",
                     partition_by=QUARANTINE_PARTITION_BY,
                     output_mode="append",
@@ -121,7 +132,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 name=definition.name,
                 definition=definition,
                 source_name=flow.source,
-                source=spec.sources[flow.source],
+                source=_with_cluster_options(spec, spec.sources[flow.source]),
                 source_path=spec.source_path(flow.source),
                 outputs=tuple(outputs),
             )
@@ -131,10 +142,16 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows))
 
 
+def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
+    if source.is_file_source:
+        return source
+    return source.model_copy(update={"options": spec.kafka_options(source.options)})
+
+
 def check_inputs(plan: Plan) -> None:
     """Fail early, naming the source, when an input directory is missing."""
     for flow in plan.flows:
-        if not flow.source_path.is_dir():
+        if flow.source_path is not None and not flow.source_path.is_dir():
             hint = plan.app.input_hint.format(path=flow.source_path) if plan.app.input_hint else ""
             raise UserError(
                 f"input directory {flow.source_path} of source {flow.source_name!r} does not "
@@ -177,14 +194,23 @@ def describe_plan(plan: Plan) -> str:
         if source.glob:
             limits.append(f"glob={source.glob}")
         lines.append(f"flow {flow.name}: {flow.definition.description}")
-        lines.append(
-            f"  source {flow.source_name}: {source.format} files in {flow.source_path}"
-            + (f" ({', '.join(limits)})" if limits else "")
-        )
+        if flow.source_path is None:
+            options = ", ".join(f"{k}={v}" for k, v in sorted(source.options.items()))
+            lines.append(
+                f"  source {flow.source_name}: kafka (connector {source.connector}; {options})"
+            )
+        else:
+            lines.append(
+                f"  source {flow.source_name}: {source.format} files in {flow.source_path}"
+                + (f" ({', '.join(limits)})" if limits else "")
+            )
         for output in flow.outputs:
             partitions = ", ".join(output.partition_by) or "none"
+            where = (
+                f"kafka topic {output.table}" if output.path is None else f"parquet {output.path}"
+            )
             lines.append(
-                f"  {output.kind} query {output.query_name}: parquet {output.path} "
+                f"  {output.kind} query {output.query_name}: {where} "
                 f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
             )
             lines.append(f"    checkpoint {output.checkpoint}")

@@ -19,8 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import parse_duration
-from streamsmith.io.files import read_files
-from streamsmith.io.lake import start_table_stream, write_table
+from streamsmith.io.lake import read_table, start_table_stream, table_path, write_table
+from streamsmith.io.sinks import start_topic_stream
+from streamsmith.io.sources import read_source
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted, quarantined
 
@@ -54,16 +55,13 @@ class RunReport:
         return [query for query in self.queries if query.error]
 
 
-def flow_frame(spark: SparkSession, flow: FlowPlan, *, streaming: bool) -> DataFrame:
-    """The flow's transformed frame over its source, streaming or batch."""
-    source = read_files(
-        spark,
-        flow.source,
-        str(flow.source_path),
-        flow.definition.record_schema,
-        streaming=streaming,
+def flow_frame(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> DataFrame:
+    """The flow's transformed frame over its source (and lookup tables), streaming or batch."""
+    source = read_source(
+        spark, flow.source, flow.source_path, flow.definition.record_schema, streaming=streaming
     )
-    return flow.definition.transform(source)
+    lookups = {name: read_table(spark, table_path(root, name)) for name in flow.definition.lookups}
+    return flow.definition.transform(source, **lookups)
 
 
 def split_output(frame: DataFrame, output: Output) -> DataFrame:
@@ -78,18 +76,9 @@ def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, Streami
     started: list[tuple[Output, StreamingQuery]] = []
     try:
         for flow in plan.flows:
-            frame = flow_frame(spark, flow, streaming=True)
+            frame = flow_frame(spark, flow, plan.root, streaming=True)
             for output in flow.outputs:
-                query = start_table_stream(
-                    split_output(frame, output),
-                    name=output.query_name,
-                    path=output.path,
-                    checkpoint=output.checkpoint,
-                    trigger=output.trigger,
-                    partition_by=output.partition_by,
-                    output_mode=output.output_mode,
-                )
-                started.append((output, query))
+                started.append((output, _start_output(spark, split_output(frame, output), output)))
     except BaseException:
         for _, query in started:
             query.stop()
@@ -107,6 +96,30 @@ def _wait(query: StreamingQuery, seconds: float) -> None:
         query.awaitTermination(seconds)  # type: ignore[arg-type]  # PySpark takes float seconds
     except StreamingQueryException:
         return
+
+
+def _start_output(spark: SparkSession, frame: DataFrame, output: Output) -> StreamingQuery:
+    if output.path is None:
+        return start_topic_stream(
+            spark,
+            frame,
+            name=output.query_name,
+            topic=output.table,
+            options=output.options,
+            connector=output.connector,
+            checkpoint=output.checkpoint,
+            trigger=output.trigger,
+            output_mode=output.output_mode,
+        )
+    return start_table_stream(
+        frame,
+        name=output.query_name,
+        path=output.path,
+        checkpoint=output.checkpoint,
+        trigger=output.trigger,
+        partition_by=output.partition_by,
+        output_mode=output.output_mode,
+    )
 
 
 def stop_gracefully(queries: list[StreamingQuery], timeout_seconds: float) -> None:
@@ -188,7 +201,7 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
     """
     report = BackfillReport()
     for flow in plan.flows:
-        frame = flow_frame(spark, flow, streaming=False).persist()
+        frame = flow_frame(spark, flow, plan.root, streaming=False).persist()
         try:
             for output in flow.outputs:
                 part = split_output(frame, output)
@@ -202,7 +215,8 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
 def full_refresh(plan: Plan) -> list[Path]:
     """Delete the app's checkpoints and streaming tables so the next run reprocesses all input."""
     removed = []
-    for path in [plan.checkpoint_dir, *(output.path for output in plan.outputs)]:
+    paths = [plan.checkpoint_dir, *(output.path for output in plan.outputs if output.path)]
+    for path in paths:
         if path.exists():
             shutil.rmtree(path)
             removed.append(path)

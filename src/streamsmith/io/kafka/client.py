@@ -157,3 +157,18 @@ class BrokerMetadata:
             )
         self._consumer.unassign()
         return result
+
+
+def ensure_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0) -> bool:
+    """Create ``name`` unless it exists; True when it was created."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics([NewTopic(name, num_partitions=partitions)])[name]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise KafkaSourceError(f"cannot create topic {name!r} on {bootstrap}: {exc}") from None
+    return True

@@ -18,11 +18,13 @@ Arrow record batches.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -35,6 +37,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -58,6 +61,7 @@ from streamsmith.io.kafka.client import (
     Subscription,
     consumer_config,
 )
+from streamsmith.io.kafka.json_values import decode_json_values, unsupported_fields
 from streamsmith.io.kafka.offsets import (
     OffsetRange,
     Offsets,
@@ -122,7 +126,8 @@ class KafkaSourceOptions:
     include_headers: bool = False
     poll_timeout_s: float = 120.0
     batch_rows: int = 10_000
-    extra: Mapping[str, str] = field(default_factory=dict)
+    value_schema: str | None = None
+    json_type: pa.StructType | None = None
 
     @property
     def servers(self) -> str:
@@ -166,7 +171,52 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         include_headers=_boolean(opts, "includeheaders", False),
         poll_timeout_s=(_positive(opts, "polltimeoutms") or 120_000) / 1000,
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
+        value_schema=_value_schema(opts),
     )
+
+
+def _value_schema(opts: Mapping[str, str]) -> str | None:
+    """The DDL of JSON values to decode at the source (``valueFormat=json``), if any."""
+    value_format = opts.get("valueformat", "raw").strip().lower()
+    if value_format not in ("raw", "json"):
+        raise KafkaOptionError(f"option valueFormat must be raw or json, not {value_format!r}")
+    if value_format == "raw":
+        if "valueschema" in opts:
+            raise KafkaOptionError("option valueSchema needs valueFormat=json")
+        return None
+    ddl = opts.get("valueschema", "").strip()
+    if not ddl:
+        raise KafkaOptionError(
+            "valueFormat=json needs valueSchema, the DDL of the values, e.g. 'id STRING, n INT'"
+        )
+    return ddl
+
+
+def source_schema(options: Mapping[str, str]) -> StructType | str:
+    """The output schema: Spark's Kafka columns, plus ``json`` and ``json_error`` when
+    values are decoded at the source (a DDL string, since Spark parses it)."""
+    opts = {key.lower(): str(value) for key, value in options.items()}
+    include = opts.get("includeheaders", "false").lower() == "true"
+    base = KAFKA_SCHEMA_WITH_HEADERS if include else KAFKA_SCHEMA
+    value_schema = _value_schema(opts)
+    if value_schema is None:
+        return base
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in base.fields)
+    return f"{columns}, json struct<{value_schema}>, json_error string"
+
+
+def with_json_type(options: KafkaSourceOptions, schema: StructType) -> KafkaSourceOptions:
+    """Attach the Arrow type of the resolved ``json`` column (Spark has parsed the DDL)."""
+    if options.value_schema is None:
+        return options
+    arrow = to_arrow_type(schema["json"].dataType, timezone="UTC")
+    unsupported = unsupported_fields(arrow)
+    if unsupported:
+        raise KafkaOptionError(
+            f"valueSchema fields {', '.join(unsupported)} are maps, which JSON at the source "
+            "cannot decode: declare them as STRUCT or STRING, or use from_json"
+        )
+    return dataclasses.replace(options, json_type=arrow)
 
 
 def _subscription(kind: str, value: str) -> Subscription:
@@ -225,26 +275,22 @@ def read_range(options: KafkaSourceOptions, offset_range: OffsetRange) -> Iterat
         return
     consumer = Consumer(consumer_config(options.kafka_conf))
     try:
-        batch = _BatchBuilder(options.include_headers)
-        for message in _messages_in_range(consumer, options, offset_range):
-            batch.add(message)
-            if len(batch) >= options.batch_rows:
-                yield batch.flush()
-        if len(batch):
-            yield batch.flush()
+        for messages in _records_in_range(consumer, options, offset_range):
+            yield to_record_batch(messages, offset_range, options)
     finally:
         consumer.close()
 
 
-def _messages_in_range(
+def _records_in_range(
     consumer: Consumer, options: KafkaSourceOptions, offset_range: OffsetRange
-) -> Iterator[Any]:
-    """The records of ``[start, end)``, in offset order.
+) -> Iterator[list[Any]]:
+    """The records of ``[start, end)`` in offset order, in lists of up to ``batch_rows``.
 
     Ends when the consumer's position reaches ``end``, which also covers offsets that
     hold no record (compacted topics, transaction markers). Fails naming the partition
     and offsets if the range's first records are gone (unless ``failOnDataLoss=false``)
-    or the broker stops answering for ``pollTimeoutMs``.
+    or the broker stops answering for ``pollTimeoutMs``. Work is done per list, not per
+    record: the per-record Python cost is what bounds this source's throughput.
     """
     where = f"{offset_range.topic}-{offset_range.partition}"
     tp = KafkaTopicPartition(offset_range.topic, offset_range.partition, offset_range.start)
@@ -254,21 +300,18 @@ def _messages_in_range(
     while position < offset_range.end:
         wanted = min(options.batch_rows, offset_range.end - position)
         messages = consumer.consume(num_messages=wanted, timeout=1.0)
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaSourceError(
-                    f"reading {where} at offset {position} from {options.servers}: {error.str()}"
-                )
-            offset: int = message.offset()  # type: ignore[assignment]  # set on records
-            if offset >= offset_range.end:
-                return
-            if offset > position == offset_range.start:
-                _report_gap(options, f"{where}: offsets {position}..{offset - 1}")
-            yield message
-            position = offset + 1
+        records = [m for m in messages if m.error() is None]
+        if len(records) != len(messages):
+            _raise_on_errors(messages, where, position, options.servers)
+        if records:
+            offsets: list[int] = [m.offset() for m in records]  # type: ignore[misc]
+            if offsets[-1] >= offset_range.end:
+                records = records[: bisect.bisect_left(offsets, offset_range.end)]
+            if offsets[0] > position == offset_range.start:
+                _report_gap(options, f"{where}: offsets {position}..{offsets[0] - 1}")
+            if records:
+                yield records
+            position = min(offsets[-1] + 1, offset_range.end)
         if messages:
             last_progress = time.monotonic()
             position = max(position, consumer.position([tp])[0].offset or position)
@@ -277,6 +320,16 @@ def _messages_in_range(
                 f"no records from {where} on {options.servers} for "
                 f"{options.poll_timeout_s:.0f}s while reading offsets "
                 f"{position}..{offset_range.end - 1}; is the broker up?"
+            )
+
+
+def _raise_on_errors(messages: list[Any], where: str, position: int, servers: str) -> None:
+    """Fail on any consumer error other than reaching the partition's end."""
+    for message in messages:
+        error = message.error()
+        if error is not None and error.code() != KafkaError._PARTITION_EOF:
+            raise KafkaSourceError(
+                f"reading {where} at offset {position} from {servers}: {error.str()}"
             )
 
 
@@ -289,42 +342,34 @@ def _report_gap(options: KafkaSourceOptions, gone: str) -> None:
     log.warning("%s are gone from the broker; skipped (failOnDataLoss=false)", gone)
 
 
-class _BatchBuilder:
-    """Collects consumed messages column by column and emits Arrow record batches."""
-
-    def __init__(self, include_headers: bool) -> None:
-        self.include_headers = include_headers
-        self._reset()
-
-    def _reset(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name, _ in _ARROW_FIELDS}
-        self.headers: list[Any] = []
-
-    def __len__(self) -> int:
-        return len(self.columns["offset"])
-
-    def add(self, message: Any) -> None:
-        kind, millis = message.timestamp()
-        columns = self.columns
-        columns["key"].append(message.key())
-        columns["value"].append(message.value())
-        columns["topic"].append(message.topic())
-        columns["partition"].append(message.partition())
-        columns["offset"].append(message.offset())
-        columns["timestamp"].append(millis * 1000 if millis >= 0 else None)
+def to_record_batch(
+    records: list[Any], offset_range: OffsetRange, options: KafkaSourceOptions
+) -> pa.RecordBatch:
+    """Consumed records of one partition as an Arrow batch in the source's schema."""
+    count = len(records)
+    kinds, millis = zip(*(m.timestamp() for m in records), strict=True)
+    values = [m.value() for m in records]
+    columns = {
+        "key": [m.key() for m in records],
+        "value": values,
+        "topic": [offset_range.topic] * count,
+        "partition": [offset_range.partition] * count,
+        "offset": [m.offset() for m in records],
+        "timestamp": [ms * 1000 if ms >= 0 else None for ms in millis],
         # librdkafka: 1 create time, 2 log-append time; Spark/Kafka: 0 and 1.
-        columns["timestampType"].append(kind - 1 if kind > 0 else None)
-        if self.include_headers:
-            self.headers.append([{"key": k, "value": v} for k, v in (message.headers() or [])])
-
-    def flush(self) -> pa.RecordBatch:
-        arrays = [pa.array(self.columns[name], type=kind) for name, kind in _ARROW_FIELDS]
-        names = [name for name, _ in _ARROW_FIELDS]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, type=_ARROW_HEADERS))
-            names.append("headers")
-        self._reset()
-        return pa.RecordBatch.from_arrays(arrays, names=names)
+        "timestampType": [kind - 1 if kind > 0 else None for kind in kinds],
+    }
+    arrays = [pa.array(columns[name], type=kind) for name, kind in _ARROW_FIELDS]
+    names = [name for name, _ in _ARROW_FIELDS]
+    if options.include_headers:
+        headers = [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in records]
+        arrays.append(pa.array(headers, type=_ARROW_HEADERS))
+        names.append("headers")
+    if options.json_type is not None:
+        parsed, errors = decode_json_values(values, options.json_type)
+        arrays.extend([parsed, errors])
+        names.extend(["json", "json_error"])
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 # ---------------------------------------------------------------------------------------
@@ -471,15 +516,18 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> StructType:
-        include = str(self.options.get("includeheaders", "false")).lower() == "true"
-        return KAFKA_SCHEMA_WITH_HEADERS if include else KAFKA_SCHEMA
+    def schema(self) -> StructType | str:
+        return source_schema(self.options)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
-        return KafkaStreamReader(parse_options(self.options, streaming=True))
+        return KafkaStreamReader(
+            with_json_type(parse_options(self.options, streaming=True), schema)
+        )
 
     def reader(self, schema: StructType) -> KafkaBatchReader:
-        return KafkaBatchReader(parse_options(self.options, streaming=False))
+        return KafkaBatchReader(
+            with_json_type(parse_options(self.options, streaming=False), schema)
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
         return KafkaBatchWriter(parse_sink_options(self.options, schema))
@@ -488,6 +536,12 @@ class KafkaDataSource(DataSource):
         return KafkaStreamWriter(parse_sink_options(self.options, schema))
 
 
+_REGISTERED: set[int] = set()
+
+
 def register_kafka_source(spark: SparkSession) -> None:
-    """Make ``format("streamsmith_kafka")`` available in ``spark`` (idempotent)."""
-    spark.dataSource.register(KafkaDataSource)
+    """Make ``format("streamsmith_kafka")`` available in ``spark`` (once per session)."""
+    key = id(spark)
+    if key not in _REGISTERED:
+        spark.dataSource.register(KafkaDataSource)
+        _REGISTERED.add(key)

@@ -1,0 +1,205 @@
+"""Kafka source throughput against the embedded broker, beside its limits and baselines.
+
+Loads N ad events (YSB-shaped JSON, about 250 bytes each) into a 4-partition topic of a
+fresh embedded broker, then prints events/s, warm (median of --runs passes in one JVM):
+
+- raw confluent-kafka batched consume in this process (the limit);
+- the streamsmith source into Spark's ``noop`` sink (bytes only);
+- the source + ``from_json`` in Spark (the path Kafka data usually takes);
+- the source with JSON decoded at the source (``valueFormat=json``);
+- Spark's own JSON file reader on the same events as JSON-lines files.
+
+and, with --cold, the first pass of the JSON-at-source query in a fresh process.
+
+    .venv/bin/python benchmarks/kafka_source.py --events 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from streamsmith.config import SparkSpec
+from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.session import build_session
+
+TOPIC = "ad-events"
+PARTITIONS = 4
+SCHEMA = (
+    "user_id STRING, page_id STRING, ad_id STRING, ad_type STRING, event_type STRING, "
+    "event_time TIMESTAMP, ip_address STRING"
+)
+
+
+def ad_events(count: int, seed: int = 1) -> list[bytes]:
+    rng = random.Random(seed)
+    kinds = ("banner", "modal", "sponsored-search", "mail", "mobile")
+    actions = ("view", "click", "purchase")
+    start = 1_795_000_000
+    return [
+        json.dumps({
+            "user_id": f"{rng.getrandbits(64):016x}-{rng.getrandbits(32):08x}",
+            "page_id": f"{rng.getrandbits(64):016x}-{rng.getrandbits(32):08x}",
+            "ad_id": f"ad-{rng.randrange(1000):04d}-{rng.getrandbits(48):012x}",
+            "ad_type": rng.choice(kinds),
+            "event_type": rng.choice(actions),
+            "event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + i // 1000)),
+            "ip_address": f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)}",
+        }).encode()
+        for i in range(count)
+    ]  # fmt: skip
+
+
+def load_topic(broker: EmbeddedBroker, events: list[bytes]) -> None:
+    broker.create_topic(TOPIC, partitions=PARTITIONS)
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 500000,
+        }
+    )
+    for index, event in enumerate(events):
+        while True:
+            try:
+                producer.produce(TOPIC, value=event, partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def raw_consume(broker: EmbeddedBroker, total: int) -> None:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    seen = 0
+    while seen < total:
+        seen += sum(1 for m in consumer.consume(10000, timeout=1.0) if m.error() is None)
+    consumer.close()
+
+
+def median_seconds(runs: int, action: Callable[[], None]) -> list[float]:
+    timings = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+def cold_run(bootstrap: str) -> float:
+    """One availableNow pass of the JSON-at-source query in a fresh Python + JVM."""
+    code = f"""
+import time, tempfile
+from streamsmith.config import SparkSpec
+from streamsmith.session import build_session
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+started = time.perf_counter()
+spark = build_session(SparkSpec(master="local[*]"), "bench-cold")
+register_kafka_source(spark)
+frame = (spark.readStream.format(SOURCE_NAME).option("kafka.bootstrap.servers", "{bootstrap}")
+    .option("subscribe", "{TOPIC}").option("startingOffsets", "earliest")
+    .option("valueFormat", "json").option("valueSchema", "{SCHEMA}").load()
+    .where("json.event_type = 'view'").select("json.*"))
+query = (frame.writeStream.format("noop").trigger(availableNow=True)
+    .option("checkpointLocation", tempfile.mkdtemp()).start())
+query.awaitTermination()
+print(time.perf_counter() - started)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument(
+        "--runs", type=int, default=4, help="passes per path; the first is discarded"
+    )
+    parser.add_argument("--cold", action="store_true", help="also time a fresh-process run")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="streamsmith-kafka-bench-") as tmp:
+        events = ad_events(args.events)
+        files = Path(tmp) / "files"
+        files.mkdir()
+        for part in range(PARTITIONS):
+            (files / f"part-{part}.json").write_bytes(b"\n".join(events[part::PARTITIONS]))
+        with start_broker(Path(tmp)) as broker:
+            load_topic(broker, events)
+            spark = build_session(SparkSpec(master="local[*]"), "bench-kafka")
+            register_kafka_source(spark)
+
+            def source(**options: str):  # type: ignore[no-untyped-def]
+                reader = (
+                    spark.read.format(SOURCE_NAME)
+                    .option("kafka.bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", TOPIC)
+                )
+                for key, value in options.items():
+                    reader = reader.option(key, value)
+                return reader.load()
+
+            from pyspark.sql import functions as F
+
+            def noop(frame):  # type: ignore[no-untyped-def]
+                return lambda: frame.write.format("noop").mode("overwrite").save()
+
+            ysb = "event_type = 'view'"
+            cases = {
+                "raw confluent-kafka consume": lambda: raw_consume(broker, args.events),
+                "source -> noop (bytes)": noop(source()),
+                "source + from_json (Spark)": noop(
+                    source()
+                    .select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("j"))
+                    .select("j.*")
+                    .where(ysb)
+                ),
+                "source, JSON at the source": noop(
+                    source(valueFormat="json", valueSchema=SCHEMA).select("json.*").where(ysb)
+                ),
+                "Spark JSON file reader": noop(
+                    spark.read.schema(SCHEMA).json(str(files)).where(ysb)
+                ),
+            }
+            results = {name: median_seconds(args.runs, action) for name, action in cases.items()}
+            cold = cold_run(broker.bootstrap) if args.cold else None
+            spark.stop()
+
+    print(f"{args.events} events, {PARTITIONS} partitions, embedded broker, local[*]")
+    print(f"{'path (warm: median, first discarded)':<34}{'seconds':>9}{'events/s':>12}")
+    rates = {}
+    for name, timings in results.items():
+        warm = statistics.median(timings[1:] if len(timings) > 1 else timings)
+        rates[name] = args.events / warm
+        print(f"{name:<34}{warm:>9.2f}{rates[name]:>12,.0f}")
+    if cold is not None:
+        print(f"{'JSON at the source, cold process':<34}{cold:>9.2f}{args.events / cold:>12,.0f}")
+    print("ratios:")
+    json_at_source = rates["source, JSON at the source"]
+    for label, numerator, denominator in (
+        ("source -> noop / raw consume", "source -> noop (bytes)", "raw confluent-kafka consume"),
+        ("JSON at source / from_json", None, "source + from_json (Spark)"),
+        ("JSON at source / Spark file reader", None, "Spark JSON file reader"),
+    ):
+        top = rates[numerator] if numerator else json_at_source
+        print(f"  {label:<38}{top / rates[denominator]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""JSON at the source, without Spark: alignment, nulls, errors and types."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+
+from streamsmith.io.kafka.json_values import decode_json_values, unsupported_fields
+
+SHAPE = pa.struct(
+    [
+        ("id", pa.string()),
+        ("n", pa.int32()),
+        ("day", pa.date32()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("tags", pa.list_(pa.string())),
+        ("device", pa.struct([("battery", pa.float64()), ("seen", pa.date32())])),
+    ]
+)
+
+
+def test_values_decode_in_order_with_nulls_and_errors() -> None:
+    values = [
+        b'{"id": "a", "n": 1, "day": "2026-11-21", "at": "2026-11-20T10:00:00Z", "x": {}}',
+        None,
+        b"   ",
+        b'{"id": "b", "n": "two"}',
+        b'{\n "id": "c",\r\n "device": {"battery": 0.25, "seen": "2026-01-02"}\n}',
+        b"not json",
+        b'{"day": "2026-02-30"}',
+    ]
+    parsed, errors = decode_json_values(values, SHAPE)
+
+    rows = parsed.to_pylist()
+    assert rows[0] == {
+        "id": "a", "n": 1, "day": dt.date(2026, 11, 21),
+        "at": dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC), "tags": None, "device": None,
+    }  # fmt: skip
+    assert rows[1] is None and rows[2] is None  # null and blank values: null, no error
+    assert rows[4]["device"] == {"battery": 0.25, "seen": dt.date(2026, 1, 2)}
+    assert [row is None for row in rows] == [False, True, True, True, False, True, True]
+    messages = errors.to_pylist()
+    assert [m is not None for m in messages] == [False, False, False, True, False, True, True]
+    assert messages[3] == (
+        "invalid JSON value: JSON parse error: Column(/n) changed from number to string"
+    )
+
+
+def test_map_fields_are_reported() -> None:
+    shape = pa.struct(
+        [("m", pa.map_(pa.string(), pa.int32())), ("s", pa.struct([("inner", pa.list_(
+            pa.map_(pa.string(), pa.string())))]))]
+    )  # fmt: skip
+    assert unsupported_fields(shape) == ["m", "s.inner"]

@@ -91,6 +91,18 @@ def raw_consume(broker: EmbeddedBroker, total: int) -> None:
     consumer.close()
 
 
+def decode_alone(events: list[bytes]) -> None:
+    """Arrow JSON decoding of the values only, in this process (one core), 10k at a time."""
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import StructType
+
+    from streamsmith.io.kafka.json_values import decode_json_values
+
+    arrow = to_arrow_type(StructType.fromDDL(SCHEMA), timezone="UTC")
+    for first in range(0, len(events), 10_000):
+        decode_json_values(events[first : first + 10_000], arrow)
+
+
 def median_seconds(runs: int, action: Callable[[], None]) -> list[float]:
     timings = []
     for _ in range(runs):
@@ -173,6 +185,7 @@ def main() -> None:
                 "source, JSON at the source": noop(
                     source(valueFormat="json", valueSchema=SCHEMA).select("json.*").where(ysb)
                 ),
+                "JSON decode alone (1 core)": lambda: decode_alone(events),
                 "Spark JSON file reader": noop(
                     spark.read.schema(SCHEMA).json(str(files)).where(ysb)
                 ),

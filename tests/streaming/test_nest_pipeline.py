@@ -7,10 +7,10 @@ import uuid
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from streamsmith.generate.nest import nest_data, publish
 
 from streamsmith.apps.nest import APP, sightings_report
 from streamsmith.config import Trigger, load_spec
+from streamsmith.generate.nest import nest_data, publish
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.kafka.client import ensure_topic
 from streamsmith.io.lake import register_lake_views, replace_static_table, table_path

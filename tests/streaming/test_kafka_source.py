@@ -210,3 +210,47 @@ def test_json_at_the_source_equals_from_json_and_flags_bad_values(
     )
     out, _ = drain(spark, stream, tmp_path)
     assertDataFrameEqual(out, decoded)
+
+
+def test_broker_gone_mid_stream_fails_the_query_clearly(
+    spark: SparkSession, produce: Produce, tmp_path: Path
+) -> None:
+    """A stream whose broker disappears fails with the servers named, not silently."""
+    from streamsmith.io.kafka.broker import start_broker
+
+    doomed = start_broker(tmp_path / "doomed")
+    try:
+        doomed.create_topic("short-lived", partitions=1)
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": doomed.bootstrap})
+        for value in events(5):
+            producer.produce("short-lived", value=value)
+        assert producer.flush(30) == 0
+        frame = (
+            spark.readStream.format(SOURCE_NAME)
+            .option("kafka.bootstrap.servers", doomed.bootstrap)
+            .option("subscribe", "short-lived")
+            .option("startingOffsets", "earliest")
+            .option("pollTimeoutMs", "3000")
+            .option("kafka.socket.timeout.ms", "3000")
+            .load()
+        )
+        query = (
+            frame.writeStream.format("parquet")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(processingTime="200 milliseconds")
+            .start(str(tmp_path / "out"))
+        )
+        try:
+            query.processAllAvailable()
+            assert numbers(spark.read.parquet(str(tmp_path / "out"))) == list(range(5))
+            doomed.stop()
+            with pytest.raises(Exception, match=rf"{doomed.bootstrap}|short-lived") as failure:
+                query.awaitTermination(120)
+                raise AssertionError("the query kept running without its broker")
+            assert "KafkaSourceError" in str(failure.value)  # ours, naming the servers
+        finally:
+            query.stop()
+    finally:
+        doomed.stop()

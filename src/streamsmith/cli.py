@@ -187,6 +187,8 @@ def run(
     plan = build_plan(application, pipeline, _trigger(trigger))
     check_storage_root(plan.root)
     check_inputs(plan)
+    for warning in plan.warnings:
+        say(f"warning: {warning}", to_stderr=True)
     if full_refresh:
         for path in runner.full_refresh(plan):
             say(f"full refresh: removed {path}", to_stderr=True)

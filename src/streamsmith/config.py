@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from streamsmith.errors import UserError
 
@@ -181,17 +189,24 @@ class SourceSpec(StrictModel):
         return self
 
 
+SinkFormat = Literal["parquet", "kafka", "postgres", "memory"]
+
+
 class SinkSpec(StrictModel):
-    """Where a flow's output goes: a Parquet table in the lake, or a Kafka topic.
+    """Where a flow's output goes: a lake table, a Kafka topic, PostgreSQL or memory.
 
     ``parquet`` writes ``<storage_root>/tables/<table>`` through Spark's file sink
     (exactly once). ``kafka`` writes ``topic`` (at least once; see the README) with the
     flow's ``key`` and ``value`` columns; ``options`` are Kafka sink options.
+    ``postgres`` keeps ``table`` in the pipeline's PostgreSQL server exactly once, upserting
+    by ``key`` (the columns identifying a result row). ``memory`` keeps the result in the
+    running driver as the table ``table``, for interactive queries (rebuilt each run).
     """
 
-    format: Literal["parquet", "kafka"] = "parquet"
+    format: SinkFormat = "parquet"
     table: str | None = Field(default=None, pattern=_IDENTIFIER)
     topic: str | None = None
+    key: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
     output_mode: Literal["append", "update", "complete"] = "append"
     connector: Literal["auto", "jvm", "python"] = "auto"
@@ -199,16 +214,37 @@ class SinkSpec(StrictModel):
 
     @model_validator(mode="after")
     def _fits_its_format(self) -> SinkSpec:
-        if self.format == "parquet" and not self.table:
-            raise ValueError("a parquet sink needs a table name")
-        if self.format == "kafka" and (not self.topic or self.table or self.partition_by):
-            raise ValueError("a kafka sink needs a topic (and no table or partition_by)")
+        if self.format == "kafka":
+            if not self.topic or self.table or self.partition_by or self.key:
+                raise ValueError("a kafka sink needs a topic (and no table, key or partition_by)")
+            return self
+        if not self.table:
+            raise ValueError(f"a {self.format} sink needs a table name")
+        if self.topic:
+            raise ValueError(f"a {self.format} sink writes a table: remove topic")
+        if self.key and self.format != "postgres":
+            raise ValueError("key is for postgres sinks (the columns upserts match on)")
+        if self.partition_by and self.format != "parquet":
+            raise ValueError("partition_by is for parquet sinks")
         return self
 
     @property
     def name(self) -> str:
         """The table or topic written."""
         return str(self.table or self.topic)
+
+
+class PostgresSpec(StrictModel):
+    """The PostgreSQL server postgres sinks write to.
+
+    ``dsn`` (a libpq connection string or URI) wins; else the environment variable named
+    by ``dsn_env``; else the embedded server under the storage root (``streamsmith db
+    start``). The DSN is a secret: it is never printed, logged or shown by ``dry-run``.
+    """
+
+    dsn: SecretStr | None = None
+    dsn_env: str = "STREAMSMITH_PG_DSN"
+    db_schema: str = Field(default="public", pattern=_IDENTIFIER)
 
 
 class KafkaSpec(StrictModel):
@@ -243,6 +279,7 @@ class PipelineSpec(StrictModel):
     graceful_stop_timeout: str = "60s"
     spark: SparkSpec = Field(default_factory=SparkSpec)
     kafka: KafkaSpec = Field(default_factory=KafkaSpec)
+    postgres: PostgresSpec = Field(default_factory=PostgresSpec)
     sources: dict[str, SourceSpec]
     flows: dict[str, FlowSpec]
 

@@ -6,13 +6,16 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 
-def spawn(command: Sequence[str]) -> subprocess.Popen[str]:
-    """Start ``command`` in its own process group, so a kill takes its JVM down too."""
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+def spawn(command: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``command`` in its own process group, so a kill takes its JVM down too.
+
+    The child inherits this environment without ``STREAMSMITH_ROOT``, plus ``env``.
+    """
+    env = {**{k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}, **(env or {})}
     return subprocess.Popen(
         list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,

@@ -56,7 +56,7 @@ def test_dry_run_prints_the_plan_without_spark(tmp_path: Path) -> None:
 def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
     assert_user_error(
         streamsmith("run", "nosuchapp", cwd=tmp_path, timeout=60),
-        "unknown app 'nosuchapp'", "choose one of cloudtrail",
+        "unknown app 'nosuchapp'", "choose one of actions, activity, cloudtrail",
     )  # fmt: skip
     spec = tmp_path / "spec.yaml"
     spec.write_text("sources:\n  cloudtrail_logs:\n    formt: json\n")

@@ -151,7 +151,7 @@ def test_disabled_and_unknown_flows(tmp_path: Path) -> None:
     )
     with pytest.raises(UserError, match="spec flow\\(s\\) other are not flows of app"):
         build_plan(app, extra)
-    with pytest.raises(UserError, match="unknown app 'nope': choose one of cloudtrail"):
+    with pytest.raises(UserError, match="unknown app 'nope': choose one of actions, activity"):
         get_app("nope")
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from streamsmith.apps import cloudtrail, nest
+from streamsmith.apps import actions, activity, cloudtrail, nest, signals
 from streamsmith.errors import UserError
 from streamsmith.runtime.app import App
 
-APPS: dict[str, App] = {app.name: app for app in (cloudtrail.APP, nest.APP)}
+APPS: dict[str, App] = {
+    app.name: app for app in (cloudtrail.APP, nest.APP, actions.APP, signals.APP, activity.APP)
+}
 
 
 def get_app(name: str) -> App:

@@ -1,7 +1,11 @@
-"""Kafka sinks for flows: the JVM connector when present, streamsmith's otherwise."""
+"""Streaming sinks for flows: Kafka topics, PostgreSQL tables and memory tables.
+
+Kafka goes through Spark's JVM connector when present and streamsmith's otherwise.
+"""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,7 +14,11 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import ConfValue, Trigger
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.postgres.sink import PostgresTarget, servable, setup_target, write_batch
 from streamsmith.io.sources import jvm_kafka_available
+
+# Set by Spark on the thread running a micro-batch: the query's id, kept in its checkpoint.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
 def start_topic_stream(
@@ -55,3 +63,52 @@ def start_topic_stream(
 
 def _option(value: ConfValue) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def start_postgres_stream(
+    frame: DataFrame,
+    target: PostgresTarget,
+    *,
+    name: str,
+    checkpoint: Path,
+    trigger: Trigger,
+) -> StreamingQuery:
+    """Start a named query keeping ``target`` in PostgreSQL, exactly once per batch.
+
+    The table and ledger are created (or checked) before the query starts, so a schema
+    mismatch is reported at once instead of failing the first batch.
+    """
+    setup_target(target, servable(frame).schema)
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        write_batch(target, batch, batch_id, query_id or name)
+
+    return (
+        frame.writeStream.queryName(name)
+        .outputMode(target.output_mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger.spark_kwargs())
+        .foreachBatch(write)
+        .start()
+    )
+
+
+def start_memory_stream(
+    frame: DataFrame, *, name: str, table: str, checkpoint: Path, trigger: Trigger, output_mode: str
+) -> StreamingQuery:
+    """Start a query keeping ``table`` in the driver's memory for interactive SQL.
+
+    Spark's memory sink cannot resume from a checkpoint, so each run starts a fresh
+    checkpoint and rebuilds the table from the source.
+    """
+    if checkpoint.exists():
+        shutil.rmtree(checkpoint)
+    return (
+        frame.writeStream.queryName(table)
+        .format("memory")
+        .outputMode(output_mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger.spark_kwargs())
+        .start()
+    )

@@ -13,12 +13,37 @@ Transform = Callable[..., DataFrame]
 
 
 @dataclass(frozen=True)
+class EventTime:
+    """The event-time rule of a stateful flow, as its transform applies it.
+
+    ``column`` carries the watermark, ``delay`` is how late data may be; ``window`` and
+    ``slide`` describe the windows the stateful operator groups by (none for dedup). The
+    runtime uses them to record the rows Spark drops as too late (``<table>_late``).
+    """
+
+    column: str
+    delay: str
+    window: str | None = None
+    slide: str | None = None
+
+
+@dataclass(frozen=True)
 class FlowDefinition:
     """The code half of a flow; the spec supplies its source, sink and trigger.
 
-    ``transform`` maps the source frame to the output. With ``quarantine`` set, the
-    output is a tagged frame (see ``streamsmith.transforms.quarantine``): rejected rows go
-    to the table's quarantine table and accepted rows to the table. ``lookups`` name
+    ``transform`` maps the source frame to the output. When ``prepare`` is given, the
+    flow has two stages: ``prepare`` parses the source into a tagged frame of events
+    (rejects go to quarantine) and ``transform`` maps the accepted events to the output;
+    stateful flows need this split because an aggregate cannot carry rejected rows.
+    ``event_time`` declares the watermark of a stateful flow (see :class:`EventTime`);
+    ``stateful`` says whether the output is an aggregate, which decides the output
+    modes it can use. ``record_late`` runs the companion query recording the events the
+    watermark drops (off for a second flow over the same events and rule).
+
+    With ``quarantine`` set, the output of ``prepare`` (or of ``transform`` when there
+    is no ``prepare``) is a tagged frame (see
+    ``streamsmith.transforms.quarantine``): rejected rows go to the table's quarantine
+    table and accepted rows on. ``lookups`` name
     static lake tables passed to the transform as keyword arguments (stream-static
     joins); Spark re-reads them every micro-batch, so they may be replaced while the
     stream runs.
@@ -30,6 +55,10 @@ class FlowDefinition:
     record_schema: StructType | None = None
     quarantine: bool = True
     lookups: tuple[str, ...] = ()
+    prepare: Transform | None = None
+    event_time: EventTime | None = None
+    stateful: bool = False
+    record_late: bool = True
 
 
 @dataclass(frozen=True)

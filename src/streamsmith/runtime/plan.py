@@ -12,21 +12,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from streamsmith.config import ConfValue, PipelineSpec, SourceSpec, Trigger, parse_trigger
+from streamsmith.config import ConfValue, PipelineSpec, SinkSpec, SourceSpec, Trigger, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.runtime.app import App, FlowDefinition
+from streamsmith.runtime.late import BATCH_COLUMN, describe_rule, late_table
 from streamsmith.transforms.quarantine import QUARANTINE_PARTITION_BY, quarantine_table
 
-OutputKind = Literal["table", "quarantine", "topic"]
+OutputKind = Literal["table", "quarantine", "topic", "postgres", "memory", "late"]
 
 
 @dataclass(frozen=True)
 class Output:
     """One streaming query: where a flow's accepted (or quarantined) rows land.
 
-    ``table`` outputs write ``path`` in the lake; ``topic`` outputs write the Kafka topic
-    ``table`` with ``options``. Backfills always land in the lake, at ``backfill_path``.
+    ``table``, ``quarantine`` and ``late`` outputs write ``path`` in the lake; ``topic``
+    outputs write the Kafka topic ``table`` with ``options``; ``postgres`` outputs keep
+    ``table`` in PostgreSQL, upserting by ``key``; ``memory`` outputs keep ``table`` in
+    the driver. Backfills always land in the lake, at ``backfill_path``.
     """
 
     query_name: str
@@ -40,6 +43,7 @@ class Output:
     trigger: Trigger
     options: Mapping[str, ConfValue] = field(default_factory=dict)
     connector: str = "auto"
+    key: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class Plan:
     spec: PipelineSpec
     root: Path
     flows: tuple[FlowPlan, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[Output, ...]:
@@ -83,8 +88,8 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
             f"(its flows: {', '.join(sorted(declared))}); remove them from the spec"
         )
     root = spec.root
-    checkpoints = root / CHECKPOINTS_DIR / app.name
     flows = []
+    warnings: list[str] = []
     for definition in app.flows:
         flow = spec.flows.get(definition.name)
         if flow is None:
@@ -95,38 +100,8 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         if not flow.enabled:
             continue
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
-        sink = flow.sink
-        to_topic = sink.format == "kafka"
-        outputs = [
-            Output(
-                query_name=f"{app.name}.{definition.name}",
-                kind="topic" if to_topic else "table",
-                table=sink.name,
-                path=None if to_topic else table_path(root, sink.name),
-                backfill_path=backfill_path(root, definition.name if to_topic else sink.name),
-                checkpoint=checkpoints / definition.name,
-                partition_by=sink.partition_by,
-                output_mode=sink.output_mode,
-                trigger=flow_trigger,
-                options=spec.kafka_options(sink.options) if to_topic else {},
-                connector=sink.connector,
-            )
-        ]
-        if definition.quarantine:
-            rejected = quarantine_table(definition.name if to_topic else sink.name)
-            outputs.append(
-                Output(
-                    query_name=f"{app.name}.{definition.name}.quarantine",
-                    kind="quarantine",
-                    table=rejected,
-                    path=table_path(root, rejected),
-                    backfill_path=backfill_path(root, rejected),
-                    checkpoint=checkpoints / f"{definition.name}__quarantine",
-                    partition_by=QUARANTINE_PARTITION_BY,
-                    output_mode="append",
-                    trigger=flow_trigger,
-                )
-            )
+        warnings.extend(check_output_mode(app.name, definition, flow.sink, flow_trigger))
+        outputs = _outputs(spec, app.name, definition, flow.sink, flow_trigger)
         flows.append(
             FlowPlan(
                 name=definition.name,
@@ -139,7 +114,112 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         )
     if not flows:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
-    return Plan(app=app, spec=spec, root=root, flows=tuple(flows))
+    return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+
+
+_KINDS: dict[str, OutputKind] = {
+    "parquet": "table",
+    "kafka": "topic",
+    "postgres": "postgres",
+    "memory": "memory",
+}
+
+
+def _outputs(
+    spec: PipelineSpec, app: str, definition: FlowDefinition, sink: SinkSpec, trigger: Trigger
+) -> list[Output]:
+    """The flow's main output, then its quarantine and late-events companions."""
+    root = spec.root
+    checkpoints = root / CHECKPOINTS_DIR / app
+    kind = _KINDS[sink.format]
+    # Companion tables are named after the table written, or the flow for a topic.
+    base = definition.name if kind == "topic" else sink.name
+    outputs = [
+        Output(
+            query_name=f"{app}.{definition.name}",
+            kind=kind,
+            table=sink.name,
+            path=table_path(root, sink.name) if kind == "table" else None,
+            backfill_path=backfill_path(root, base),
+            checkpoint=checkpoints / definition.name,
+            partition_by=sink.partition_by,
+            output_mode=sink.output_mode,
+            trigger=trigger,
+            options=spec.kafka_options(sink.options) if kind == "topic" else {},
+            connector=sink.connector,
+            key=sink.key,
+        )
+    ]
+    companions: list[tuple[OutputKind, str, tuple[str, ...]]] = []
+    if definition.quarantine:
+        companions.append(("quarantine", quarantine_table(base), QUARANTINE_PARTITION_BY))
+    if definition.event_time is not None and definition.record_late:
+        companions.append(("late", late_table(base), (BATCH_COLUMN,)))
+    for companion, table, partition_by in companions:
+        outputs.append(
+            Output(
+                query_name=f"{app}.{definition.name}.{companion}",
+                kind=companion,
+                table=table,
+                path=table_path(root, table),
+                backfill_path=backfill_path(root, table),
+                checkpoint=checkpoints / f"{definition.name}__{companion}",
+                partition_by=partition_by,
+                output_mode="append",
+                trigger=trigger,
+            )
+        )
+    return outputs
+
+
+# Output modes each sink format can take (Spark's file sink appends only).
+_SINK_MODES = {
+    "parquet": ("append",),
+    "kafka": ("append", "update", "complete"),
+    "postgres": ("append", "update", "complete"),
+    "memory": ("append", "update", "complete"),
+}
+
+
+def check_output_mode(
+    app: str, definition: FlowDefinition, sink: SinkSpec, trigger: Trigger
+) -> list[str]:
+    """Reject output modes Spark or the sink cannot run, before a JVM starts; return
+    warnings for combinations that run but cost (state that grows without bound)."""
+    where = f"flow {definition.name!r} of app {app!r}"
+    mode = sink.output_mode
+    if mode not in _SINK_MODES[sink.format]:
+        raise UserError(
+            f"{where}: a {sink.format} sink takes output mode "
+            f"{' or '.join(_SINK_MODES[sink.format])}, not {mode}; write {mode} results to "
+            "postgres, kafka or memory, or use append"
+        )
+    rule = definition.event_time
+    if definition.stateful:
+        if mode == "append" and rule is None:
+            raise UserError(
+                f"{where}: append mode on an aggregation needs a watermark, since a row is "
+                "appended only once its window can no longer change; use update or complete "
+                "mode, or give the flow an event-time watermark"
+            )
+    elif mode == "complete":
+        raise UserError(
+            f"{where}: complete mode rewrites the whole result every batch and needs an "
+            "aggregation; this flow emits rows as they come: use append"
+        )
+    if not definition.stateful or trigger.terminates:
+        return []
+    if rule is None:
+        return [
+            f"{where} aggregates without a watermark in an always-on run: its state keeps "
+            "every group forever and grows with the number of distinct keys"
+        ]
+    if mode == "complete" and rule.window:
+        return [
+            f"{where} runs in complete mode: Spark keeps every window in state despite "
+            f"the {rule.delay} watermark, so state grows by one row per key and window"
+        ]
+    return []
 
 
 def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
@@ -204,15 +284,30 @@ def describe_plan(plan: Plan) -> str:
                 f"  source {flow.source_name}: {source.format} files in {flow.source_path}"
                 + (f" ({', '.join(limits)})" if limits else "")
             )
+        rule = flow.definition.event_time
+        if rule is not None:
+            lines.append(f"  event time: {describe_rule(rule)}")
         for output in flow.outputs:
             partitions = ", ".join(output.partition_by) or "none"
-            where = (
-                f"kafka topic {output.table}" if output.path is None else f"parquet {output.path}"
-            )
+            where = _describe_target(plan.spec, output)
             lines.append(
                 f"  {output.kind} query {output.query_name}: {where} "
                 f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
             )
             lines.append(f"    checkpoint {output.checkpoint}")
             lines.append(f"    backfill   {output.backfill_path}")
+    lines.extend(f"warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines)
+
+
+def _describe_target(spec: PipelineSpec, output: Output) -> str:
+    if output.kind == "topic":
+        return f"kafka topic {output.table}"
+    if output.kind == "postgres":
+        from streamsmith.io.postgres.dsn import dsn_origin
+
+        key = f" (key {', '.join(output.key)})" if output.key else ""
+        return f"postgres table {spec.postgres.db_schema}.{output.table}{key} on {dsn_origin(spec)}"
+    if output.kind == "memory":
+        return f"memory table {output.table}"
+    return f"parquet {output.path}"

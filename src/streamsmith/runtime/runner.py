@@ -13,15 +13,19 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.config import parse_duration
+from streamsmith.config import Trigger, parse_duration
 from streamsmith.io.lake import read_table, start_table_stream, table_path, write_table
-from streamsmith.io.sinks import start_topic_stream
+from streamsmith.io.postgres.dsn import resolve_dsn
+from streamsmith.io.postgres.sink import PostgresTarget, reset_target
+from streamsmith.io.sinks import start_memory_stream, start_postgres_stream, start_topic_stream
 from streamsmith.io.sources import read_source
+from streamsmith.runtime.late import start_late_stream
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted, quarantined
 
@@ -55,30 +59,51 @@ class RunReport:
         return [query for query in self.queries if query.error]
 
 
-def flow_frame(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> DataFrame:
-    """The flow's transformed frame over its source (and lookup tables), streaming or batch."""
+@dataclass(frozen=True)
+class FlowFrames:
+    """A flow's frames over one read of its source: the output, and the tagged events
+    its quarantine and late-events companions take (None when it has no ``prepare``)."""
+
+    output: DataFrame
+    tagged: DataFrame | None
+
+
+def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> FlowFrames:
+    """The flow's transformed frames over its source (and lookup tables), streaming or batch."""
+    definition = flow.definition
     source = read_source(
-        spark, flow.source, flow.source_path, flow.definition.record_schema, streaming=streaming
+        spark, flow.source, flow.source_path, definition.record_schema, streaming=streaming
     )
-    lookups = {name: read_table(spark, table_path(root, name)) for name in flow.definition.lookups}
-    return flow.definition.transform(source, **lookups)
+    lookups = {name: read_table(spark, table_path(root, name)) for name in definition.lookups}
+    if definition.prepare is None:
+        return FlowFrames(definition.transform(source, **lookups), None)
+    tagged = definition.prepare(source)
+    events = accepted(tagged) if REJECT_REASON in tagged.columns else tagged
+    return FlowFrames(definition.transform(events, **lookups), tagged)
 
 
-def split_output(frame: DataFrame, output: Output) -> DataFrame:
-    """The part of a flow's output that goes to ``output`` (accepted or quarantined rows)."""
+def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
+    """The part of a flow's frames that goes to ``output``."""
+    tagged = frames.tagged if frames.tagged is not None else frames.output
     if output.kind == "quarantine":
-        return quarantined(frame)
-    return accepted(frame) if REJECT_REASON in frame.columns else frame
+        return quarantined(tagged)
+    if output.kind == "late":
+        return accepted(tagged) if REJECT_REASON in tagged.columns else tagged
+    output_frame = frames.output
+    return accepted(output_frame) if REJECT_REASON in output_frame.columns else output_frame
 
 
 def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, StreamingQuery]]:
     """Start one named streaming query per output of every flow."""
     started: list[tuple[Output, StreamingQuery]] = []
+    dsn = resolve_dsn(plan.spec) if any(o.kind == "postgres" for o in plan.outputs) else ""
     try:
         for flow in plan.flows:
-            frame = flow_frame(spark, flow, plan.root, streaming=True)
+            frames = flow_frames(spark, flow, plan.root, streaming=True)
             for output in flow.outputs:
-                started.append((output, _start_output(spark, split_output(frame, output), output)))
+                frame = output_frame(frames, output)
+                query = _start_output(spark, frame, output, flow, plan, dsn)
+                started.append((output, query))
     except BaseException:
         for _, query in started:
             query.stop()
@@ -98,27 +123,58 @@ def _wait(query: StreamingQuery, seconds: float) -> None:
         return
 
 
-def _start_output(spark: SparkSession, frame: DataFrame, output: Output) -> StreamingQuery:
-    if output.path is None:
+class _QueryArgs(TypedDict):
+    """What every sink's start function takes."""
+
+    name: str
+    checkpoint: Path
+    trigger: Trigger
+
+
+def _start_output(
+    spark: SparkSession, frame: DataFrame, output: Output, flow: FlowPlan, plan: Plan, dsn: str
+) -> StreamingQuery:
+    common = _QueryArgs(
+        name=output.query_name, checkpoint=output.checkpoint, trigger=output.trigger
+    )
+    if output.kind == "topic":
         return start_topic_stream(
             spark,
             frame,
-            name=output.query_name,
             topic=output.table,
             options=output.options,
             connector=output.connector,
-            checkpoint=output.checkpoint,
-            trigger=output.trigger,
             output_mode=output.output_mode,
+            **common,
         )
+    if output.kind == "postgres":
+        return start_postgres_stream(frame, postgres_target(plan, output, dsn), **common)
+    if output.kind == "memory":
+        return start_memory_stream(
+            frame, table=output.table, output_mode=output.output_mode, **common
+        )
+    assert output.path is not None
+    if output.kind == "late":
+        assert flow.definition.event_time is not None
+        return start_late_stream(frame, flow.definition.event_time, path=output.path, **common)
     return start_table_stream(
         frame,
-        name=output.query_name,
         path=output.path,
-        checkpoint=output.checkpoint,
-        trigger=output.trigger,
         partition_by=output.partition_by,
         output_mode=output.output_mode,
+        **common,
+    )
+
+
+def postgres_target(plan: Plan, output: Output, dsn: str) -> PostgresTarget:
+    """The PostgreSQL table a ``postgres`` output keeps; the ledger knows it by query name."""
+    return PostgresTarget(
+        dsn=dsn,
+        table=output.table,
+        key=output.key,
+        output_mode=output.output_mode,
+        sink=output.query_name,
+        schema=plan.spec.postgres.db_schema,
     )
 
 
@@ -197,27 +253,43 @@ class BackfillReport:
 def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
     """Run every flow once as a batch job over its whole input, into the backfill area.
 
-    The transform is the one the stream uses; the tables are replaced, not appended to.
+    The transforms are the ones the stream uses; the tables are replaced, not appended
+    to. A batch job has no watermark, so it drops nothing as late: late-events outputs
+    are skipped.
     """
     report = BackfillReport()
     for flow in plan.flows:
-        frame = flow_frame(spark, flow, plan.root, streaming=False).persist()
+        frames = flow_frames(spark, flow, plan.root, streaming=False)
+        shared = (frames.tagged if frames.tagged is not None else frames.output).persist()
         try:
             for output in flow.outputs:
-                part = split_output(frame, output)
+                if output.kind == "late":
+                    continue
+                part = output_frame(frames, output)
                 write_table(part, output.backfill_path, output.partition_by)
                 report.rows[output.table] = spark.read.parquet(str(output.backfill_path)).count()
         finally:
-            frame.unpersist()
+            shared.unpersist()
     return report
 
 
-def full_refresh(plan: Plan) -> list[Path]:
-    """Delete the app's checkpoints and streaming tables so the next run reprocesses all input."""
-    removed = []
+def full_refresh(plan: Plan) -> list[str]:
+    """Delete the app's checkpoints and outputs so the next run reprocesses all input.
+
+    Lake tables are removed, PostgreSQL tables dropped with their ledger entries; Kafka
+    topics are left alone (consumers may read them; delete them with Kafka's tools).
+    """
+    removed: list[str] = []
     paths = [plan.checkpoint_dir, *(output.path for output in plan.outputs if output.path)]
     for path in paths:
         if path.exists():
             shutil.rmtree(path)
-            removed.append(path)
+            removed.append(str(path))
+    postgres = [output for output in plan.outputs if output.kind == "postgres"]
+    if postgres:
+        dsn = resolve_dsn(plan.spec)
+        for output in postgres:
+            target = postgres_target(plan, output, dsn)
+            reset_target(target)
+            removed.append(f"postgres table {target.schema}.{target.table}")
     return removed

@@ -1,0 +1,322 @@
+"""Prefix integrity, checked: a streaming flow's output equals a batch job over its input.
+
+The seeds' central promise is that at any time the output of a streaming query equals
+what a batch job would compute over a prefix of the input. :func:`check_prefix_integrity`
+tests it for any app flow with a file source: it cuts the input into random chunks, feeds
+them to the streaming query one micro-batch at a time (optionally restarting the query
+from its checkpoint between chunks), then compares the sink's final content with
+``streamsmith backfill`` of the same flow over the same input.
+
+What "the same" means per output mode:
+
+- update and complete: the final result table equals the batch result;
+- append with a watermark: the rows equal the batch rows whose window has closed, i.e.
+  ended at or before the final watermark (max event time minus the delay).
+
+A batch job has no watermark, so it never drops late events; a stream does, and records
+them in ``<table>_late``. Result rows those events would have changed are left out of
+the comparison on both sides and counted in the report (``excluded``): the late table
+explains them. Inputs whose disorder stays within the watermark delay drop nothing, and
+then every row is compared.
+
+Use it from pytest with a SparkSession (shuffle partitions 2 keep it quick)::
+
+    report = check_prefix_integrity(spark, get_app("signals"), "signal_windows", lines,
+                                    root=tmp_path, splits=10)
+    report.assert_ok()
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, FloatType, StructType
+
+from streamsmith.config import Trigger, load_spec, parse_duration
+from streamsmith.io.lake import read_table
+from streamsmith.io.postgres.dsn import resolve_dsn
+from streamsmith.io.postgres.sink import servable
+from streamsmith.runtime.app import App, EventTime
+from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
+from streamsmith.runtime.runner import FlowFrames, flow_frames, output_frame, start_queries
+from streamsmith.transforms.events import WINDOW_END, WINDOW_START
+from streamsmith.transforms.quarantine import REJECT_REASON, accepted
+
+__all__ = ["FlowResult", "IntegrityReport", "check_prefix_integrity", "random_chunks"]
+
+_DIGITS = 9  # doubles (averages) are compared to 9 decimals: sums in another order differ
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    """One flow in one random split: what the comparison found."""
+
+    flow: str
+    seed: int
+    chunk_sizes: tuple[int, ...]
+    compared_rows: int
+    excluded_rows: int
+    missing: tuple[str, ...]  # in the batch result, not in the sink
+    unexpected: tuple[str, ...]  # in the sink, not in the batch result
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.unexpected
+
+
+@dataclass
+class IntegrityReport:
+    """Every flow of every split."""
+
+    app: str
+    results: list[FlowResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+    @property
+    def splits(self) -> int:
+        return len({result.seed for result in self.results})
+
+    def assert_ok(self) -> None:
+        """Fail with the first differing rows of every failed flow and split."""
+        failures = [
+            f"{r.flow}, split seed={r.seed} chunks={list(r.chunk_sizes)}: "
+            f"missing {list(r.missing[:5])}, unexpected {list(r.unexpected[:5])}"
+            for r in self.results
+            if not r.ok
+        ]
+        if failures:
+            raise AssertionError(
+                f"app {self.app} broke prefix integrity in {len(failures)} of "
+                f"{len(self.results)} flow runs:\n" + "\n".join(failures)
+            )
+
+
+def random_chunks(
+    records: Sequence[bytes], rng: random.Random, max_chunks: int
+) -> list[list[bytes]]:
+    """``records`` in delivery order, cut at random places into 1..max_chunks chunks."""
+    count = rng.randint(1, max(1, min(max_chunks, len(records))))
+    cuts = sorted(rng.sample(range(1, len(records)), count - 1)) if count > 1 else []
+    bounds = [0, *cuts, len(records)]
+    return [list(records[start:end]) for start, end in pairwise(bounds)]
+
+
+def check_prefix_integrity(
+    spark: SparkSession,
+    app: App,
+    records: Sequence[bytes],
+    *,
+    root: Path,
+    flows: Sequence[str] | None = None,
+    splits: int = 10,
+    seed: int = 0,
+    max_chunks: int = 5,
+    restart_every: int | None = None,
+    sets: Sequence[str] = (),
+) -> IntegrityReport:
+    """Feed ``records`` to an app's flows in random chunks, ``splits`` times, and compare
+    each flow's final output with the backfill of the same input.
+
+    ``records`` are the input of the flows' (shared) file source in delivery order: lines
+    for ``jsonl``, ``csv`` and ``text`` sources, whole documents for ``json`` ones.
+    ``flows`` defaults to every flow of the app. Each split runs under its own storage
+    root below ``root`` (and its own PostgreSQL schema); ``restart_every`` stops and
+    restarts the queries from their checkpoints every that many chunks; ``sets`` are
+    spec overrides.
+    """
+    chosen = list(flows or (flow.name for flow in app.flows))
+    report = IntegrityReport(app.name)
+    for index in range(splits):
+        split_seed = seed * 1000 + index
+        chunks = random_chunks(records, random.Random(split_seed), max_chunks)
+        plan = _plan(app, chosen, root / f"split-{index:03d}", index, sets)
+        report.results.extend(_run_split(spark, plan, chunks, split_seed, restart_every))
+    return report
+
+
+def _plan(app: App, flows: Sequence[str], root: Path, index: int, sets: Sequence[str]) -> Plan:
+    others = [f"flows.{name}.enabled=false" for name in app.default_spec["flows"]]
+    others = [s for s in others if s.split(".")[1] not in flows]
+    schema = [f"postgres.db_schema=integrity_{index:03d}"]
+    spec = load_spec(app.default_spec, sets=[*others, *schema, *sets], storage_root=str(root))
+    return build_plan(app, spec, Trigger("interval", 0.0))
+
+
+def _run_split(
+    spark: SparkSession,
+    plan: Plan,
+    chunks: Sequence[Sequence[bytes]],
+    split_seed: int,
+    restart_every: int | None,
+) -> list[FlowResult]:
+    sources = {flow.source_path for flow in plan.flows}
+    if len(sources) != 1 or None in sources:
+        raise ValueError(f"the harness feeds one shared file source; these flows read {sources}")
+    (folder,) = sources
+    assert folder is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    document = plan.flows[0].source.format == "json"
+    queries = start_queries(spark, plan)
+    try:
+        for number, chunk in enumerate(chunks):
+            _write_chunk(folder, number, chunk, document=document)
+            for _, query in queries:
+                query.processAllAvailable()
+            if restart_every and (number + 1) % restart_every == 0 and number + 1 < len(chunks):
+                for _, query in queries:
+                    query.stop()
+                queries = start_queries(spark, plan)
+        streamed = {flow.name: _sink_content(spark, plan, flow) for flow in plan.flows}
+        results = [
+            _compare(spark, plan, flow, streamed[flow.name], chunks, split_seed)
+            for flow in plan.flows
+        ]
+    finally:
+        for _, query in queries:
+            query.stop()
+    return results
+
+
+def _compare(
+    spark: SparkSession,
+    plan: Plan,
+    flow: FlowPlan,
+    streamed: DataFrame,
+    chunks: Sequence[Sequence[bytes]],
+    split_seed: int,
+) -> FlowResult:
+    """The sink's content against the backfill of the same flow (memory tables are read
+    before the queries stop, the backfill after)."""
+    main = flow.outputs[0]
+    frames = flow_frames(spark, flow, plan.root, streaming=False)
+    expected = _normalise(servable(output_frame(frames, main)))
+    rule = flow.definition.event_time
+    if main.output_mode == "append" and flow.definition.stateful and rule is not None:
+        expected = _closed_windows(frames, rule, expected)
+    late = next((o for o in flow.outputs if o.kind == "late"), None)
+    touched = _touched(spark, late, rule, expected) if late is not None and rule else None
+    excluded = 0
+    if touched is not None:
+        before = expected.count() + streamed.count()
+        expected = expected.join(touched, touched.columns, "left_anti")
+        streamed = streamed.join(touched, touched.columns, "left_anti")
+        excluded = before - expected.count() - streamed.count()
+    streamed = streamed.select(*expected.columns)
+    missing = [str(tuple(r)) for r in expected.exceptAll(streamed).limit(20).collect()]
+    unexpected = [str(tuple(r)) for r in streamed.exceptAll(expected).limit(20).collect()]
+    return FlowResult(
+        flow=flow.name,
+        seed=split_seed,
+        chunk_sizes=tuple(len(chunk) for chunk in chunks),
+        compared_rows=expected.count(),
+        excluded_rows=excluded,
+        missing=tuple(missing),
+        unexpected=tuple(unexpected),
+    )
+
+
+def _write_chunk(folder: Path, number: int, chunk: Sequence[bytes], *, document: bool) -> None:
+    """One file per chunk of lines, or one file per document; written atomically."""
+    files = (
+        [(f"chunk-{number:05d}-{i:05d}.json", record) for i, record in enumerate(chunk)]
+        if document
+        else [(f"chunk-{number:05d}.json", b"".join(r.rstrip(b"\n") + b"\n" for r in chunk))]
+    )
+    for name, content in files:
+        staging = folder / f".{name}"
+        staging.write_bytes(content)
+        staging.replace(folder / name)
+
+
+def _sink_content(spark: SparkSession, plan: Plan, flow: FlowPlan) -> DataFrame:
+    """The final content of the flow's sink as a DataFrame."""
+    output = flow.outputs[0]
+    if output.kind == "memory":
+        if output.output_mode == "update":
+            raise ValueError("a memory sink in update mode keeps every version of a row")
+        return _normalise(spark.table(output.table))
+    if output.kind == "postgres":
+        batch = output_frame(flow_frames(spark, flow, plan.root, streaming=False), output)
+        return _normalise(_postgres_table(spark, plan, output, servable(batch).schema))
+    if output.kind == "table" and output.path is not None:
+        return _normalise(read_table(spark, output.path))
+    raise ValueError(f"the harness cannot read the {output.kind} sink of flow {flow.name}")
+
+
+def _postgres_table(
+    spark: SparkSession, plan: Plan, output: Output, schema: StructType
+) -> DataFrame:
+    import psycopg
+    from psycopg import sql
+
+    table = sql.SQL("{}.{}").format(
+        sql.Identifier(plan.spec.postgres.db_schema), sql.Identifier(output.table)
+    )
+    columns = sql.SQL(", ").join(map(sql.Identifier, schema.fieldNames()))
+    with psycopg.connect(resolve_dsn(plan.spec)) as conn:
+        rows = conn.execute(sql.SQL("SELECT {} FROM {}").format(columns, table)).fetchall()
+    return spark.createDataFrame([tuple(row) for row in rows], schema)
+
+
+def _normalise(frame: DataFrame) -> DataFrame:
+    """Round floating-point columns so sums added in another order compare equal."""
+    return frame.select(
+        *(
+            F.round(F.col(f.name), _DIGITS).alias(f.name)
+            if isinstance(f.dataType, DoubleType | FloatType)
+            else F.col(f.name)
+            for f in frame.schema.fields
+        )
+    )
+
+
+def _closed_windows(frames: FlowFrames, rule: EventTime, expected: DataFrame) -> DataFrame:
+    """Batch rows whose window ended by the final watermark: what append mode emits."""
+    if WINDOW_END not in expected.columns:
+        return expected
+    events = frames.tagged if frames.tagged is not None else frames.output
+    if REJECT_REASON in events.columns:
+        events = accepted(events)
+    row = events.agg(F.max(rule.column)).first()
+    latest = row[0] if row else None
+    if not isinstance(latest, datetime):
+        return expected.limit(0)
+    watermark_us = int((latest.timestamp() - parse_duration(rule.delay)) * 1_000_000)
+    return expected.where(F.unix_micros(WINDOW_END) <= F.lit(watermark_us))
+
+
+def _touched(
+    spark: SparkSession, late: Output, rule: EventTime, expected: DataFrame
+) -> DataFrame | None:
+    """Result keys that dropped late events would have changed: the windows that held a
+    dropped event and had closed, with the columns the result shares with the events."""
+    assert late.path is not None
+    dropped = read_table(spark, late.path)
+    if dropped.isEmpty():
+        return None
+    shared = [c for c in expected.columns if c in dropped.columns]
+    if WINDOW_START not in expected.columns:
+        if not shared:
+            raise ValueError("late events dropped from a result with no column to attribute")
+        return dropped.select(*shared).distinct()
+    keys = expected.select(WINDOW_START, WINDOW_END, *shared).distinct().alias("k")
+    events = dropped.select(*shared, rule.column, "watermark").alias("d")
+    time = F.col(f"d.{rule.column}")
+    condition = [
+        time >= F.col(f"k.{WINDOW_START}"),
+        time < F.col(f"k.{WINDOW_END}"),
+        F.col(f"k.{WINDOW_END}") <= F.col("d.watermark"),
+        *(F.col(f"k.{c}") == F.col(f"d.{c}") for c in shared),
+    ]
+    columns = [F.col(f"k.{c}").alias(c) for c in (WINDOW_START, WINDOW_END, *shared)]
+    return keys.join(events, condition).select(*columns).distinct()

@@ -1,0 +1,112 @@
+"""Event-time building blocks: parse typed events, window them, and find what is too late.
+
+All pure: a frame in, a frame out, the same code for a stream and a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from streamsmith.config import parse_duration
+from streamsmith.transforms.quarantine import READ_ERROR, REJECT_REASON, first_failure
+
+WINDOW_START = "window_start"
+WINDOW_END = "window_end"
+
+
+def parse_events(
+    source: DataFrame,
+    schema: StructType,
+    required: Sequence[str],
+    rules: Sequence[tuple[Column, str]] = (),
+) -> DataFrame:
+    """Typed events from a source frame, tagged for quarantine.
+
+    Works on both kinds of source: files read with the record schema already carry its
+    columns; Kafka records carry a JSON ``value`` parsed here with ``from_json``. A record
+    is rejected when it could not be read or parsed, when a ``required`` field is
+    missing or of the wrong type (Spark leaves such a field null), or when one of the
+    ``rules`` (a failed condition and its reason) holds.
+    """
+    names = schema.fieldNames()
+    if all(name in source.columns for name in names):
+        parsed = source
+    else:
+        payload = F.from_json(F.col("value").cast("string"), schema)
+        parsed = source.withColumn("_event", payload).select(
+            "*", *(F.col("_event")[name].alias(name) for name in names)
+        )
+    checks: list[tuple[Column, Column | str]] = [
+        (F.col(READ_ERROR).isNotNull(), F.col(READ_ERROR)),
+        *((F.col(name).isNull(), f"missing or invalid field {name}") for name in required),
+    ]
+    tags = [c for c in source.columns if c.startswith("_") and c not in names]
+    return parsed.select(*names, *tags).withColumn(REJECT_REASON, first_failure(*checks))
+
+
+def window_column(time: str, window: str, slide: str | None = None) -> Column:
+    """``window(time, ...)``, tumbling unless ``slide`` is given."""
+    return F.window(time, window, slide) if slide else F.window(time, window)
+
+
+def flatten_window(frame: DataFrame, column: str = "window") -> DataFrame:
+    """Replace the ``window`` struct by ``window_start`` and ``window_end`` columns, which
+    tables, keys and SQL users handle more easily than a struct."""
+    others = [c for c in frame.columns if c != column]
+    return frame.select(
+        F.col(f"{column}.start").alias(WINDOW_START),
+        F.col(f"{column}.end").alias(WINDOW_END),
+        *others,
+    )
+
+
+def windows_dropped(time: Column, watermark_us: int, window: str, slide: str | None) -> Column:
+    """How many of the windows containing ``time`` end at or before the watermark.
+
+    Spark's window aggregation drops a (row, window) pair when the window's end is at or
+    before the watermark, so a row of a sliding window can lose some of its windows and
+    keep others. Windows start at multiples of the slide (no offset).
+    """
+    size = int(parse_duration(window) * 1_000_000)
+    step = int(parse_duration(slide) * 1_000_000) if slide else size
+    if size % step:
+        raise ValueError(f"window {window} is not a multiple of its slide {slide}")
+    micros = F.unix_micros(time)
+    last_start = F.floor(micros / step) * step
+    return sum(
+        (
+            F.when(last_start - index * step + size <= F.lit(watermark_us), 1).otherwise(0)
+            for index in range(size // step)
+        ),
+        F.lit(0),
+    )
+
+
+def window_count(window: str | None, slide: str | None) -> int:
+    """How many windows contain each event (1 without windows or for tumbling ones)."""
+    if window is None or slide is None:
+        return 1
+    return int(parse_duration(window) // parse_duration(slide))
+
+
+def too_late(
+    events: DataFrame,
+    time: str,
+    watermark_us: int,
+    window: str | None = None,
+    slide: str | None = None,
+) -> DataFrame:
+    """Events a stateful operator with this watermark drops, with ``windows_dropped``.
+
+    Without windows (deduplication, joins) an event is dropped when its time is at or
+    before the watermark; with windows, each of its windows that ends by then is.
+    """
+    if window is None:
+        dropped = F.when(F.unix_micros(F.col(time)) <= F.lit(watermark_us), 1).otherwise(0)
+    else:
+        dropped = windows_dropped(F.col(time), watermark_us, window, slide)
+    return events.withColumn("windows_dropped", dropped).where(F.col("windows_dropped") > 0)

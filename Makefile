@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java demo demo-nest test test-fast lint format bench clean
+.PHONY: setup java demo demo-nest test test-fast test-deep lint format bench clean
 
 setup: java $(VENV)/.installed
 
@@ -30,6 +30,10 @@ test: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
+
+# Prefix integrity with 50 random splits per reference app (CI runs 10).
+test-deep: setup
+	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
 
 test-fast: setup
 	$(PY) -m pytest tests/unit

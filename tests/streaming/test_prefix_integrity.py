@@ -16,6 +16,11 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
+from streamsmith.generate.cloudtrail import generate_cloudtrail
+from streamsmith.generate.nest import nest_data
+from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.io.lake import replace_static_table, table_path
+from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 from streamsmith.testing import check_prefix_integrity
 
 SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "10"))
@@ -60,3 +65,45 @@ def test_signals_windows_equal_the_batch_result_for_every_split(
     assert report.splits == SPLITS
     final = [r for r in report.results if r.flow == "signal_windows_final"]
     assert all(r.compared_rows > 0 and r.excluded_rows == 0 for r in final)
+
+
+def test_cloudtrail_records_equal_the_batch_result_for_every_split(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    generate_cloudtrail(
+        tmp_path / "generated", files=12, records_per_file=20, seed=4, corrupt_fraction=0.2
+    )
+    files = sorted(p for p in (tmp_path / "generated").rglob("*") if p.is_file())
+    documents = [path.read_bytes() for path in files]
+
+    report = check_prefix_integrity(
+        spark, get_app("cloudtrail"), documents, root=tmp_path / "runs", splits=SPLITS, seed=2
+    )
+
+    report.assert_ok()
+    assert all(r.compared_rows > 0 for r in report.results)
+
+
+def test_nest_flows_from_kafka_equal_the_batch_result_for_every_split(
+    spark: SparkSession, tmp_path: Path, broker: EmbeddedBroker
+) -> None:
+    data = nest_data(devices=8, events=120, seed=6, corrupt_fraction=0.05)
+
+    def write_locations(root: Path) -> None:
+        replace_static_table(
+            table_path(root, "device_locations"), data.locations, DEVICE_LOCATIONS_SCHEMA
+        )
+
+    report = check_prefix_integrity(
+        spark,
+        get_app("nest"),
+        list(data.messages),
+        root=tmp_path,
+        splits=SPLITS,
+        seed=3,
+        bootstrap=broker.bootstrap,
+        prepare_root=write_locations,
+    )
+
+    report.assert_ok()
+    assert all(r.compared_rows > 0 for r in report.results)

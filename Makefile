@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java demo demo-nest test test-fast test-deep lint format bench clean
+.PHONY: setup java postgres db-start db-stop demo demo-nest test test-fast test-deep lint format bench clean
 
-setup: java $(VENV)/.installed
+setup: java postgres $(VENV)/.installed
 
 # Java 17 runs Spark's JVM; install it from Debian when the machine has none.
 java:
@@ -16,6 +16,19 @@ java:
 	  echo "installing openjdk-17-jre-headless"; \
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jre-headless; }
+
+# PostgreSQL serves results (postgres sinks, tests); install Debian's server when missing.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
+
+db-start: setup
+	$(VENV)/bin/streamsmith db start
+
+db-stop: setup
+	$(VENV)/bin/streamsmith db stop
 
 $(VENV)/.installed: pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)

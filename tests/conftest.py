@@ -1,9 +1,13 @@
-"""Shared fixtures: one local[2] SparkSession and one embedded broker per test run."""
+"""Shared fixtures: one local[2] SparkSession, one embedded broker and one PostgreSQL
+server per test run."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -11,6 +15,12 @@ from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.postgres.server import (
+    PostgresServer,
+    create_database,
+    start_postgres,
+    stop_postgres,
+)
 from streamsmith.session import build_session
 
 TEST_SPARK = SparkSpec(
@@ -68,3 +78,28 @@ def produce(broker: EmbeddedBroker) -> Produce:
         assert not failures, failures
 
     return write
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One embedded PostgreSQL server (loopback, throwaway) for the whole run.
+
+    Its home is made with mkdtemp and opened to others: as root the server runs as the
+    ``postgres`` user, who cannot enter pytest's private temp folders.
+    """
+    base = Path(tempfile.mkdtemp(prefix="streamsmith-pg-"))
+    base.chmod(0o755)
+    home = base / "postgres"
+    try:
+        yield start_postgres(home)
+    finally:
+        stop_postgres(home, "immediate")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_dsn(postgres: PostgresServer, request: pytest.FixtureRequest) -> str:
+    """A fresh database named after the test, on the shared server."""
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")[:55]
+    start_postgres(postgres.home)  # a test may have stopped it
+    return create_database(postgres, name)

@@ -6,6 +6,7 @@ exit 2; a failed query exits 1; everything else is a bug and keeps its traceback
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -372,6 +373,54 @@ def generate_nest_snapshots(
         f"{data.corrupt_messages} corrupt); wrote {len(data.locations)} device locations to "
         f"{locations}"
     )
+
+
+db_cli = typer.Typer(
+    help="The embedded PostgreSQL server under the storage root.", no_args_is_help=True
+)
+cli.add_typer(db_cli, name="db")
+PortOpt = Annotated[int | None, typer.Option("--port", help="Loopback port (default: free).")]
+
+
+def _storage_root(root: str | None) -> Path:
+    from streamsmith.config import DEFAULT_STORAGE_ROOT, STORAGE_ROOT_ENV
+
+    return Path(root or os.environ.get(STORAGE_ROOT_ENV) or DEFAULT_STORAGE_ROOT).resolve()
+
+
+@db_cli.command("start")
+def db_start(root: Root = None, port: PortOpt = None) -> None:
+    """Start (creating on first use) a PostgreSQL server on 127.0.0.1 for postgres sinks."""
+    from streamsmith.io.postgres.dsn import mask_dsn
+    from streamsmith.io.postgres.server import STATE_FILE, embedded_home, start_postgres
+
+    home = embedded_home(_storage_root(root))
+    server = start_postgres(home, port)
+    say(f"PostgreSQL running on 127.0.0.1:{server.port}: {mask_dsn(server.dsn)}")
+    say(f"(password in {home / STATE_FILE}; pipelines on this storage root use it by default)")
+
+
+@db_cli.command("stop")
+def db_stop(root: Root = None) -> None:
+    """Stop the embedded PostgreSQL server (its data stays for the next start)."""
+    from streamsmith.io.postgres.server import embedded_home, stop_postgres
+
+    home = embedded_home(_storage_root(root))
+    say("stopped" if stop_postgres(home) else f"no PostgreSQL server running in {home}")
+
+
+@db_cli.command("status")
+def db_status(root: Root = None) -> None:
+    """Say whether the embedded PostgreSQL server runs, and where; exit 1 if not."""
+    from streamsmith.io.postgres.dsn import mask_dsn
+    from streamsmith.io.postgres.server import embedded_home, postgres_status
+
+    home = embedded_home(_storage_root(root))
+    server = postgres_status(home)
+    if server is None:
+        say(f"no PostgreSQL server running in {home}")
+        raise typer.Exit(1)
+    say(f"running on 127.0.0.1:{server.port}: {mask_dsn(server.dsn)}")
 
 
 report_cli = typer.Typer(help="Batch reports over what the streams produced.", no_args_is_help=True)

@@ -217,7 +217,10 @@ def reset_target(target: PostgresTarget) -> None:
     """Empty the table and forget the sink's ledger (``--full-refresh``)."""
     with _connect(target) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(target.qualified))
-        exists = conn.execute("SELECT to_regclass(%s)", (f"{target.schema}.{LEDGER_TABLE}",))
+        ledger = sql.SQL("{}.{}").format(
+            sql.Identifier(target.schema), sql.Identifier(LEDGER_TABLE)
+        )
+        exists = conn.execute("SELECT to_regclass(%s)", (ledger.as_string(conn),))
         row = exists.fetchone()
         if row and row[0]:
             conn.execute(
@@ -308,7 +311,7 @@ def _has_unique_key(conn: psycopg.Connection[Any], target: PostgresTarget) -> bo
         "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_index i "
         "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
         "WHERE i.indrelid = to_regclass(%s) AND i.indisunique GROUP BY i.indexrelid",
-        (f"{target.schema}.{target.table}",),
+        (target.qualified.as_string(conn),),
     ).fetchall()
     wanted = sorted(target.key)
     return any(sorted(row[0]) == wanted for row in rows)

@@ -1,0 +1,124 @@
+"""Phone actions into PostgreSQL exactly once: under SIGKILL and a database crash.
+
+The actions app runs in a subprocess, one input file per micro-batch. Faults are injected
+at the worst moments (see ``actions_child.py``); after a restart on the same checkpoint
+the PostgreSQL tables must equal the counts of the input, every micro-batch must be in
+the ledger exactly once, and closes must never outnumber opens.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from crashing import spawn
+
+from streamsmith.io.postgres.server import PostgresServer, start_postgres
+
+pytestmark = pytest.mark.slow
+
+CHILD = Path(__file__).with_name("actions_child.py")
+START = datetime(2026, 11, 20, 9, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def write_actions(inbox: Path, files: int, phones: int, seed: int) -> Counter[tuple[str, datetime]]:
+    """Open/close sessions of ``phones`` phones over ``files`` files in time order, plus one
+    malformed line per file; returns the expected count per (action, hour)."""
+    rng = random.Random(seed)
+    inbox.mkdir(parents=True, exist_ok=True)
+    expected: Counter[tuple[str, datetime]] = Counter()
+    for number in range(files):
+        lines = []
+        for phone in range(phones):
+            opened = START + timedelta(minutes=20 * number + rng.randint(0, 9))
+            closed = opened + timedelta(minutes=rng.randint(1, 10))
+            for action, moment in (("open", opened), ("close", closed)):
+                stamp = moment.isoformat().replace("+00:00", "Z")
+                lines.append(json.dumps({"phone_id": f"p{phone}", "time": stamp, "action": action}))
+                expected[(action, moment.replace(minute=0, second=0))] += 1
+        lines.append('{"phone_id": "p0", "time": "soon", "action": "open"}')
+        (inbox / f"actions-{number:03d}.json").write_text("\n".join(lines) + "\n")
+    return expected
+
+
+def table(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return [tuple(row) for row in conn.execute(query).fetchall()]
+
+
+def run_child(
+    root: Path, dsn: str, fault: str, batch: int, home: Path | None = None
+) -> subprocess.Popen[str]:
+    command = [sys.executable, str(CHILD), str(root), fault, str(batch), str(home or "")]
+    return spawn(command, env={"STREAMSMITH_PG_DSN": dsn})
+
+
+def assert_exactly_once(dsn: str, expected: Counter[tuple[str, datetime]], files: int) -> None:
+    counts = table(dsn, "SELECT action, window_start, count FROM action_counts")
+    assert {(a, w): n for a, w, n in counts} == dict(expected)
+    ledger = table(
+        dsn,
+        "SELECT sink, array_agg(batch_id ORDER BY batch_id) FROM streamsmith_ledger GROUP BY 1",
+    )
+    assert sorted(sink for sink, _ in ledger) == [
+        "actions.action_counts",
+        "actions.action_counts_sliding",
+    ]
+    for sink, batch_ids in ledger:
+        # Every micro-batch once, none skipped; Spark adds no-data batches when the
+        # watermark moves (to evict state), so there may be more batches than files.
+        assert batch_ids == list(range(len(batch_ids))), sink
+        assert len(batch_ids) >= files, sink
+    sliding = table(dsn, "SELECT action, sum(count) FROM action_counts_sliding GROUP BY 1")
+    per_action = Counter[str]()
+    for (action, _), n in expected.items():
+        per_action[action] += n
+    assert dict(sliding) == {a: 12 * n for a, n in per_action.items()}  # 12 windows per event
+
+
+def test_sigkill_after_the_database_commit_replays_as_a_no_op(tmp_path: Path, pg_dsn: str) -> None:
+    expected = write_actions(tmp_path / "input/actions", files=6, phones=8, seed=1)
+
+    crashed = run_child(tmp_path, pg_dsn, "kill-after-commit", batch=2)
+    _, stderr = crashed.communicate(timeout=600)
+    assert crashed.returncode == -9, stderr[-3000:]
+    committed = table(
+        pg_dsn, "SELECT max(batch_id) FROM streamsmith_ledger WHERE sink = 'actions.action_counts'"
+    )
+    assert committed == [(2,)]  # the database has batch 2; Spark's commit log does not
+
+    restarted = run_child(tmp_path, pg_dsn, "none", batch=-1)
+    _, stderr = restarted.communicate(timeout=600)
+    assert restarted.returncode == 0, stderr[-3000:]
+    assert_exactly_once(pg_dsn, expected, files=6)
+    quarantine = tmp_path / "tables/action_counts_quarantine"
+    assert quarantine.is_dir()
+
+
+def test_database_crash_mid_batch_fails_the_run_and_the_rerun_completes(
+    tmp_path: Path, postgres: PostgresServer, pg_dsn: str
+) -> None:
+    expected = write_actions(tmp_path / "input/actions", files=5, phones=6, seed=2)
+
+    failed = run_child(tmp_path, pg_dsn, "stop-db-mid-batch", batch=1, home=postgres.home)
+    _, stderr = failed.communicate(timeout=600)
+    start_postgres(postgres.home)  # the database comes back
+    assert failed.returncode == 1, stderr[-3000:]
+    assert "query actions.action_counts failed" in stderr
+    assert table(
+        pg_dsn, "SELECT max(batch_id) FROM streamsmith_ledger WHERE sink = 'actions.action_counts'"
+    ) == [(0,)]
+
+    rerun = run_child(tmp_path, pg_dsn, "none", batch=-1)
+    _, stderr = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, stderr[-3000:]
+    assert_exactly_once(pg_dsn, expected, files=5)

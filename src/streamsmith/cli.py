@@ -423,6 +423,71 @@ def db_status(root: Root = None) -> None:
     say(f"running on 127.0.0.1:{server.port}: {mask_dsn(server.dsn)}")
 
 
+broker_cli = typer.Typer(
+    help="The embedded Kafka-protocol broker (Tansu, in memory) under the storage root.",
+    no_args_is_help=True,
+)
+cli.add_typer(broker_cli, name="broker")
+topic_cli = typer.Typer(help="Kafka topics.", no_args_is_help=True)
+cli.add_typer(topic_cli, name="topic")
+
+
+@broker_cli.command("start")
+def broker_start(root: Root = None, port: PortOpt = None) -> None:
+    """Start a broker on 127.0.0.1 that keeps running after this command (pid and log
+    under <root>/broker); its topics live in memory and end with it."""
+    from streamsmith.io.kafka.broker import broker_home, start_broker_daemon
+
+    home = broker_home(_storage_root(root))
+    started = start_broker_daemon(home, port)
+    say(f"broker running on 127.0.0.1:{started} (log and pid in {home})")
+
+
+@broker_cli.command("stop")
+def broker_stop(root: Root = None) -> None:
+    """Stop the embedded broker."""
+    from streamsmith.io.kafka.broker import broker_home, stop_broker_daemon
+
+    home = broker_home(_storage_root(root))
+    say("stopped" if stop_broker_daemon(home) else f"no broker running in {home}")
+
+
+@broker_cli.command("status")
+def broker_status(root: Root = None) -> None:
+    """Say whether the embedded broker runs and on which port; exit 1 if not."""
+    from streamsmith.io.kafka.broker import broker_daemon_port, broker_home
+
+    home = broker_home(_storage_root(root))
+    port = broker_daemon_port(home)
+    if port is None:
+        say(f"no broker running in {home}")
+        raise typer.Exit(1)
+    say(f"broker running on 127.0.0.1:{port}")
+
+
+@topic_cli.command("create")
+def topic_create(
+    name: str,
+    partitions: Annotated[int, typer.Option("--partitions", min=1)] = 1,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option("--bootstrap", help="Kafka servers (default: the embedded broker)."),
+    ] = None,
+    root: Root = None,
+) -> None:
+    """Create a topic (an existing one is left as it is)."""
+    from streamsmith.io.kafka.broker import broker_daemon_port, broker_home
+    from streamsmith.io.kafka.client import ensure_topic
+
+    if bootstrap is None:
+        port = broker_daemon_port(broker_home(_storage_root(root)))
+        if port is None:
+            raise UserError("no embedded broker running: `streamsmith broker start` or --bootstrap")
+        bootstrap = f"127.0.0.1:{port}"
+    created = ensure_topic(bootstrap, name, partitions)
+    say(f"{'created' if created else 'exists:'} topic {name} on {bootstrap}")
+
+
 report_cli = typer.Typer(help="Batch reports over what the streams produced.", no_args_is_help=True)
 cli.add_typer(report_cli, name="report")
 

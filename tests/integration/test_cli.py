@@ -127,3 +127,31 @@ def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) ->
         spark.read.parquet(str(root / "backfill/cloudtrail_events")).count()
         == expected.valid_records
     )
+
+
+def test_broker_start_status_topic_create_stop(tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    root = str(tmp_path)
+    started = streamsmith("broker", "start", "--root", root, cwd=tmp_path, timeout=60)
+    try:
+        assert started.returncode == 0, started.stderr
+        port = int(started.stdout.split("127.0.0.1:")[1].split()[0])
+        again = streamsmith("broker", "start", "--root", root, cwd=tmp_path, timeout=60)
+        status = streamsmith("broker", "status", "--root", root, cwd=tmp_path, timeout=60)
+        created = streamsmith(
+            "topic", "create", "events", "--partitions", "3", "--root", root, cwd=tmp_path
+        )
+        topics = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+    finally:
+        stopped = streamsmith("broker", "stop", "--root", root, cwd=tmp_path, timeout=60)
+    after = streamsmith("broker", "status", "--root", root, cwd=tmp_path, timeout=60)
+
+    assert f"broker running on 127.0.0.1:{port}" in again.stdout  # idempotent
+    assert status.stdout.strip() == f"broker running on 127.0.0.1:{port}"
+    assert created.stdout.strip() == f"created topic events on 127.0.0.1:{port}"
+    assert len(topics.topics["events"].partitions) == 3
+    assert (tmp_path / "broker/broker.json").is_file() is False  # removed by stop
+    assert any(path.name.startswith("tansu-") for path in (tmp_path / "broker").iterdir())
+    assert stopped.stdout.strip() == "stopped"
+    assert after.returncode == 1 and "no broker running" in after.stdout

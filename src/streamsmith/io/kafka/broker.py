@@ -9,8 +9,10 @@ transaction isolation, and ``offsets_for_times`` answers 0.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -89,8 +91,14 @@ class EmbeddedBroker:
         self.stop()
 
 
-def start_broker(log_dir: Path, port: int | None = None, timeout_s: float = 30.0) -> EmbeddedBroker:
-    """Start Tansu on ``127.0.0.1:port`` (a free port by default) and wait until it answers."""
+def start_broker(
+    log_dir: Path, port: int | None = None, timeout_s: float = 30.0, *, detach: bool = False
+) -> EmbeddedBroker:
+    """Start Tansu on ``127.0.0.1:port`` (a free port by default) and wait until it answers.
+
+    ``detach`` starts it in its own session, so it outlives the command that started it
+    (``streamsmith broker start``).
+    """
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +117,7 @@ def start_broker(log_dir: Path, port: int | None = None, timeout_s: float = 30.0
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=detach,
         )
     broker = EmbeddedBroker(process, port, log_path)
     deadline = time.monotonic() + timeout_s
@@ -122,3 +131,79 @@ def start_broker(log_dir: Path, port: int | None = None, timeout_s: float = 30.0
             continue
     broker.stop()
     raise BrokerError(f"Tansu did not answer on {broker.bootstrap} within {timeout_s:.0f}s")
+
+
+# ---------------------------------------------------------------------------------------
+# A broker that outlives the command: `streamsmith broker start | stop | status`
+
+BROKER_STATE = "broker.json"
+
+
+def broker_home(storage_root: Path) -> Path:
+    """Where ``streamsmith broker start`` keeps the broker's pid, port and log."""
+    return storage_root / "broker"
+
+
+def start_broker_daemon(home: Path, port: int | None = None) -> int:
+    """Start a detached broker recorded in ``home``; idempotent. Returns its port."""
+    running = broker_daemon_port(home)
+    if running is not None:
+        return running
+    broker = start_broker(home, port, detach=True)
+    state = {"pid": broker.process.pid, "port": broker.port, "log": str(broker.log_path)}
+    staging = home / f".{BROKER_STATE}.tmp"
+    staging.write_text(json.dumps(state), encoding="utf-8")
+    staging.replace(home / BROKER_STATE)
+    return broker.port
+
+
+def broker_daemon_port(home: Path) -> int | None:
+    """The port of the broker recorded in ``home`` if it is running and answers, else None."""
+    state = _daemon_state(home)
+    if state is None or not _alive(int(state["pid"])):
+        return None
+    port = int(state["port"])
+    try:
+        AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=5)
+    except KafkaException:
+        return None
+    return port
+
+
+def stop_broker_daemon(home: Path, timeout_s: float = 10.0) -> bool:
+    """Stop the broker recorded in ``home``; True if one was running. Its data (in memory)
+    is gone with it."""
+    state = _daemon_state(home)
+    if state is None or not _alive(int(state["pid"])):
+        return False
+    pid = int(state["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    (home / BROKER_STATE).unlink(missing_ok=True)
+    return True
+
+
+def _daemon_state(home: Path) -> dict[str, int | str] | None:
+    file = home / BROKER_STATE
+    if not file.is_file():
+        return None
+    state: dict[str, int | str] = json.loads(file.read_text(encoding="utf-8"))
+    return state
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child
+    except ChildProcessError:
+        finished = 0
+    if finished:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -373,6 +374,120 @@ def generate_nest_snapshots(
         f"{data.corrupt_messages} corrupt); wrote {len(data.locations)} device locations to "
         f"{locations}"
     )
+
+
+Chunks = Annotated[int, typer.Option("--chunks", help="Files (or produce bursts).", min=1)]
+Seed = Annotated[int, typer.Option("--seed")]
+OutOfOrder = Annotated[float, typer.Option("--out-of-order", help="Fraction shuffled.")]
+Late = Annotated[float, typer.Option("--late", help="Fraction delayed within the watermark.")]
+TooLate = Annotated[float, typer.Option("--too-late", help="Fraction delayed past it.")]
+Duplicates = Annotated[float, typer.Option("--duplicates", help="Fraction re-sent.")]
+Corrupt = Annotated[float, typer.Option("--corrupt", help="Fraction garbled.")]
+
+
+def _event_target(app: str, to: str | None, root: str | None) -> tuple[Path | None, str]:
+    """``--to`` as a directory (default: the app's input folder) or a Kafka URL."""
+    if to is not None and to.startswith("kafka://"):
+        return None, to
+    if to is not None:
+        return Path(to), to
+    _, pipeline = _spec_for(app, None, None, root)
+    source = next(iter(pipeline.sources))
+    folder = pipeline.source_path(source)
+    assert folder is not None
+    return folder, str(folder)
+
+
+def _emit_events(app: str, make: Any, to: str | None, root: str | None) -> None:
+    """Write generated event chunks to files or Kafka and print what each label holds."""
+    from streamsmith.generate.events import publish_chunks, write_chunks
+
+    try:
+        data = make()
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    folder, where = _event_target(app, to, root)
+    if folder is None:
+        servers, topic = _kafka_target(where)
+        from streamsmith.io.kafka.client import ensure_topic
+
+        ensure_topic(servers, topic, 3)
+        publish_chunks(data, servers, topic)
+    else:
+        write_chunks(data, folder, app)
+    labels = ", ".join(f"{data.label_counts[label]} {label}" for label in sorted(data.label_counts))
+    count = len(data.delivered)
+    say(f"wrote {count} {app} events in {data.chunk_count} chunks to {where}: {labels}")
+
+
+_TO_HELP = "Directory (default: the app's input folder) or kafka://HOST:PORT/TOPIC."
+
+
+@generate_cli.command("actions")
+def generate_actions(
+    to: Annotated[str | None, typer.Option("--to", help=_TO_HELP)] = None,
+    phones: Annotated[int, typer.Option("--phones")] = 50,
+    sessions: Annotated[int, typer.Option("--sessions", help="Open/close pairs.")] = 1000,
+    chunks: Chunks = 10,
+    seed: Seed = 1,
+    out_of_order: OutOfOrder = 0.1,
+    late: Late = 0.05,
+    too_late: TooLate = 0.02,
+    corrupt: Corrupt = 0.01,
+    root: Root = None,
+) -> None:
+    """Phone open/close events (the seeds' first example) as JSON lines."""
+    from streamsmith.generate.actions import actions_data
+    from streamsmith.generate.events import Knobs
+
+    knobs = Knobs(out_of_order, late, too_late, 0.0, corrupt)
+    make = partial(actions_data, phones=phones, sessions=sessions, chunks=chunks, seed=seed)
+    _emit_events("actions", partial(make, knobs=knobs), to, root)
+
+
+@generate_cli.command("signals")
+def generate_signals(
+    to: Annotated[str | None, typer.Option("--to", help=_TO_HELP)] = None,
+    devices: Annotated[int, typer.Option("--devices")] = 10,
+    events: Annotated[int, typer.Option("--events")] = 2000,
+    chunks: Chunks = 10,
+    seed: Seed = 1,
+    out_of_order: OutOfOrder = 0.1,
+    late: Late = 0.05,
+    too_late: TooLate = 0.02,
+    corrupt: Corrupt = 0.01,
+    root: Root = None,
+) -> None:
+    """IoT signal readings (eventTime, deviceId, signal) as JSON lines."""
+    from streamsmith.generate.events import Knobs
+    from streamsmith.generate.signals import signals_data
+
+    knobs = Knobs(out_of_order, late, too_late, 0.0, corrupt)
+    make = partial(signals_data, devices=devices, events=events, chunks=chunks, seed=seed)
+    _emit_events("signals", partial(make, knobs=knobs), to, root)
+
+
+@generate_cli.command("activity")
+def generate_activity(
+    to: Annotated[str | None, typer.Option("--to", help=_TO_HELP)] = None,
+    users: Annotated[int, typer.Option("--users", help="1 to 9 (a..i).")] = 9,
+    events: Annotated[int, typer.Option("--events")] = 2000,
+    chunks: Chunks = 10,
+    seed: Seed = 1,
+    out_of_order: OutOfOrder = 0.1,
+    late: Late = 0.05,
+    too_late: TooLate = 0.02,
+    duplicates: Duplicates = 0.1,
+    corrupt: Corrupt = 0.01,
+    root: Root = None,
+) -> None:
+    """User activity records (the heterogeneity dataset's shape) as JSON lines."""
+    from streamsmith.generate.activity import activity_data
+    from streamsmith.generate.events import Knobs
+
+    knobs = Knobs(out_of_order, late, too_late, duplicates, corrupt)
+    make = partial(activity_data, users=users, events=events, chunks=chunks, seed=seed)
+    _emit_events("activity", partial(make, knobs=knobs), to, root)
 
 
 db_cli = typer.Typer(

@@ -9,6 +9,7 @@ the ledger exactly once, and closes must never outnumber opens.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -46,7 +47,11 @@ def write_actions(inbox: Path, files: int, phones: int, seed: int) -> Counter[tu
                 lines.append(json.dumps({"phone_id": f"p{phone}", "time": stamp, "action": action}))
                 expected[(action, moment.replace(minute=0, second=0))] += 1
         lines.append('{"phone_id": "p0", "time": "soon", "action": "open"}')
-        (inbox / f"actions-{number:03d}.json").write_text("\n".join(lines) + "\n")
+        written = inbox / f"actions-{number:03d}.json"
+        written.write_text("\n".join(lines) + "\n")
+        # Spark's file source takes files in modification-time order: make it the
+        # delivery order, or a later file could move the watermark past an earlier one.
+        os.utime(written, (1_700_000_000 + number, 1_700_000_000 + number))
     return expected
 
 

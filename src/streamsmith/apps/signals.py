@@ -5,7 +5,9 @@ per device (no watermark: one state row per device). The windowed statistics (wa
 10 minutes) go three ways: ``signal_windows`` upserts every changed window into
 PostgreSQL (update mode), ``signal_windows_final`` appends each window to the lake once
 the watermark has closed it (append mode: finalized windows only), and
-``signal_windows_live`` keeps the whole result as a memory table for interactive SQL.
+``signal_windows_live`` keeps the whole result as a memory table for interactive SQL
+(complete mode, where Spark keeps every window and the watermark drops nothing, so it
+also counts the events the other two drop as too late).
 Late events within the watermark update their windows; older ones are dropped by Spark
 and recorded in ``signal_windows_late``.
 """

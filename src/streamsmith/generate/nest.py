@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from streamsmith.generate import check_corruption_and_time
+from streamsmith.generate import check_corruption_and_time, produce_all
 
 __all__ = ["NestData", "nest_data", "publish"]
 
@@ -318,39 +318,5 @@ def nest_data(
 
 
 def publish(data: NestData, bootstrap: str, topic: str) -> int:
-    """Produce every message with its key and wait for all acks; raise if any is missing.
-
-    The producer is idempotent with ``acks=all``, so a retry never duplicates a snapshot
-    and the expected counts in ``data`` stay exact.
-    """
-    from confluent_kafka import KafkaException, Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
-    failures: list[str] = []
-
-    def on_delivery(error: Any, _message: Any) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    for key, value in zip(data.keys, data.messages, strict=True):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.1)
-            except KafkaException as exc:
-                raise RuntimeError(f"cannot produce to {topic} on {bootstrap}: {exc}") from None
-        producer.poll(0)
-    remaining = producer.flush(30)
-    if failures:
-        raise RuntimeError(
-            f"{len(failures)} record(s) not delivered to {topic} on {bootstrap}, "
-            f"first: {failures[0]}"
-        )
-    if remaining:
-        raise RuntimeError(
-            f"{remaining} record(s) to {topic} still unacknowledged by {bootstrap} after 30s; "
-            "is the broker up?"
-        )
-    return len(data.messages)
+    """Produce every message with its key and wait for all acks; raise if any is missing."""
+    return produce_all(bootstrap, topic, data.messages, data.keys)

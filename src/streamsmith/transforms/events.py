@@ -43,6 +43,7 @@ def parse_events(
     checks: list[tuple[Column, Column | str]] = [
         (F.col(READ_ERROR).isNotNull(), F.col(READ_ERROR)),
         *((F.col(name).isNull(), f"missing or invalid field {name}") for name in required),
+        *rules,
     ]
     tags = [c for c in source.columns if c.startswith("_") and c not in names]
     return parsed.select(*names, *tags).withColumn(REJECT_REASON, first_failure(*checks))

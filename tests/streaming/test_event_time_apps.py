@@ -1,0 +1,134 @@
+"""The event-time apps end to end: generated data with known fates, one batch per chunk.
+
+Every generated line carries a label (on time, out of order, late, too late, duplicate,
+corrupt) computed by replaying the watermark, so the tests can reconcile every count:
+input = counted + quarantined + dropped as late (+ deduplicated).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+from streamsmith.apps import get_app
+from streamsmith.config import Trigger, load_spec
+from streamsmith.generate.actions import actions_data
+from streamsmith.generate.activity import activity_data
+from streamsmith.generate.events import EventData, Knobs
+from streamsmith.generate.signals import signals_data
+from streamsmith.io.lake import read_table, table_path
+from streamsmith.runtime.plan import build_plan
+from streamsmith.testing import ChunkRunner
+
+
+@pytest.fixture
+def runner_for(
+    spark: SparkSession, tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
+    monkeypatch.setenv("STREAMSMITH_PG_DSN", pg_dsn)
+    started: list[ChunkRunner] = []
+
+    def start(app_name: str) -> ChunkRunner:
+        app = get_app(app_name)
+        spec = load_spec(app.default_spec, storage_root=str(tmp_path))
+        runner = ChunkRunner(spark, build_plan(app, spec, Trigger("interval", 0.0)))
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        runner.stop()
+
+
+def rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return [tuple(row) for row in conn.execute(query).fetchall()]
+
+
+def expected_windows(data: EventData, key: str) -> dict[tuple[str, datetime], int]:
+    counts: Counter[tuple[str, datetime]] = Counter()
+    for event in data.counted():
+        assert event.record is not None
+        for start, _ in event.windows_counted:
+            counts[(str(event.record[key]), start)] += 1
+    return dict(counts)
+
+
+def test_signals_reconcile_counted_late_and_quarantined(
+    spark: SparkSession, runner_for: Any, pg_dsn: str, tmp_path: Path
+) -> None:
+    data = signals_data(
+        devices=4, events=400, chunks=6, seed=3,
+        knobs=Knobs(out_of_order=0.1, late=0.15, too_late=0.06, corrupt=0.03),
+    )  # fmt: skip
+    labels = data.label_counts
+    assert labels["late"] and labels["too_late"] and labels["corrupt"]
+    runner = runner_for("signals")
+    for chunk in data.chunks:
+        runner.send(chunk)
+
+    windows = rows(pg_dsn, 'SELECT "deviceId", window_start, events FROM signal_windows')
+    assert {(d, w): n for d, w, n in windows} == expected_windows(data, "deviceId")
+    late = read_table(spark, table_path(tmp_path, "signal_windows_late"))
+    dropped = late.groupBy().sum("windows_dropped").first()
+    valid = sum(1 for item in data.delivered if item.record is not None)
+    counted_pairs = sum(n for _, _, n in windows)
+    # Every valid event sits in 2 windows: each pair is counted or recorded as dropped.
+    assert counted_pairs + (dropped[0] or 0) == 2 * valid
+    assert late.count() == labels["too_late"] + labels["partly_late"]
+    quarantine = read_table(spark, table_path(tmp_path, "signal_windows_quarantine"))
+    assert quarantine.count() == labels["corrupt"]
+    # The running average has no watermark: every valid event counts, late or not.
+    averages = rows(pg_dsn, "SELECT sum(events) FROM device_averages")
+    assert averages == [(valid,)]
+    # The memory table is in complete mode, where Spark keeps every window and a
+    # watermark drops nothing: it counts the late events too.
+    live = spark.sql("SELECT sum(events) FROM signal_windows_live").first()
+    assert live is not None and live[0] == 2 * valid
+
+
+def test_activity_dedup_reconciles_input_counted_late_and_duplicates(
+    spark: SparkSession, runner_for: Any, pg_dsn: str, tmp_path: Path
+) -> None:
+    data = activity_data(
+        users=9, events=500, chunks=5, seed=4,
+        knobs=Knobs(duplicates=0.1, late=0.2, too_late=0.03, corrupt=0.02),
+    )  # fmt: skip
+    labels = data.label_counts
+    assert labels["duplicate"] and labels["too_late"] and labels["late"]
+    runner = runner_for("activity")
+    for chunk in data.chunks:
+        runner.send(chunk)
+
+    counts = dict(rows(pg_dsn, 'SELECT "User", count FROM user_counts'))
+    expected = Counter(str(item.record["User"]) for item in data.counted(dedup=True) if item.record)
+    assert counts == dict(expected)
+    memory = {r.User: r["count"] for r in spark.sql("SELECT * FROM deduplicated").collect()}
+    assert memory == counts
+    late = read_table(spark, table_path(tmp_path, "user_counts_late")).count()
+    quarantined = read_table(spark, table_path(tmp_path, "user_counts_quarantine")).count()
+    assert late == labels["too_late"]
+    assert quarantined == labels["corrupt"]
+    deduplicated = len(data.delivered) - sum(counts.values()) - late - quarantined
+    assert deduplicated == labels["duplicate"]
+
+
+def test_actions_never_count_closes_ahead_of_opens(runner_for: Any, pg_dsn: str) -> None:
+    data = actions_data(
+        phones=10, sessions=150, chunks=5, seed=5, knobs=Knobs(late=0.1, corrupt=0.02)
+    )
+    runner = runner_for("actions")
+    for chunk in data.chunks:
+        runner.send(chunk)
+        totals = dict(rows(pg_dsn, "SELECT action, sum(count) FROM action_counts GROUP BY 1"))
+        assert totals.get("close", 0) <= totals.get("open", 0)
+
+    counts = rows(pg_dsn, "SELECT action, window_start, count FROM action_counts")
+    assert {(a, w): n for a, w, n in counts} == expected_windows(data, "action")

@@ -122,7 +122,12 @@ def _print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str
         import json
 
         for row in rows:
-            out.print_json(json.dumps(row.asDict(recursive=True), default=str))
+            record = (
+                row.asDict(recursive=True)
+                if hasattr(row, "asDict")
+                else dict(zip(columns, row, strict=True))
+            )
+            say(json.dumps(record, default=str))  # JSON lines: one row per line
         return
     if fmt == "csv":
         import csv
@@ -180,6 +185,10 @@ def run(
     full_refresh: Annotated[
         bool, typer.Option("--full-refresh", help="Clear checkpoints and tables first.")
     ] = False,
+    sql_port: Annotated[
+        int | None,
+        typer.Option("--sql-port", help="Serve JDBC on 127.0.0.1:PORT (lake and memory tables)."),
+    ] = None,
 ) -> None:
     """Run an app's flows as streaming queries until stopped (or the backlog is done)."""
     from streamsmith.runtime import runner
@@ -196,9 +205,17 @@ def run(
             say(f"full refresh: removed {path}", to_stderr=True)
     spark = _session(pipeline, app)
     stop = threading.Event()
-    with _stop_on_signals(stop):
-        say(f"running {app}: {len(plan.outputs)} queries, storage root {plan.root}", to_stderr=True)
-        report = runner.run_pipeline(spark, plan, stop)
+    server = _serve_sql(spark, plan.root, sql_port) if sql_port else None
+    try:
+        with _stop_on_signals(stop):
+            say(
+                f"running {app}: {len(plan.outputs)} queries, storage root {plan.root}",
+                to_stderr=True,
+            )
+            report = runner.run_pipeline(spark, plan, stop)
+    finally:
+        if server is not None:
+            server.stop()
     for query in report.queries:
         say(f"{query.name}: {query.batches} batches, {query.input_rows} input rows")
 
@@ -237,10 +254,24 @@ def query(
     max_rows: Annotated[
         int, typer.Option("--max-rows", help="Print at most this many rows.")
     ] = 1000,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="HOST:PORT of `streamsmith sql-server` or `run --sql-port`: query a running "
+            "app, memory tables included.",
+        ),
+    ] = None,
 ) -> None:
     """Run Spark SQL with every lake table registered as a view."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
+    if server is not None:
+        from streamsmith.runtime.sql_server import beeline_query
+
+        columns, values = beeline_query(server, sql)
+        _print_rows(values[:max_rows], columns, None, fmt)
+        return
     _, pipeline = _spec_for(app, spec, set_, root)
     if not pipeline.root.is_dir():
         raise UserError(
@@ -249,6 +280,44 @@ def query(
     spark = _session(pipeline, "query")
     rows, columns = run_sql(spark, pipeline.root, sql, max_rows)
     _print_rows(rows, columns, None, fmt)
+
+
+def _serve_sql(spark: Any, root: Path, port: int) -> Any:
+    from streamsmith.io.lake import register_lake_views
+    from streamsmith.runtime.sql_server import start_sql_server
+
+    register_lake_views(spark, root)
+    server = start_sql_server(spark, port)
+    say(f"serving SQL at {server.jdbc_url} (e.g. streamsmith query --server 127.0.0.1:{port} "
+        '"SHOW TABLES")', to_stderr=True)  # fmt: skip
+    return server
+
+
+@cli.command("sql-server")
+def sql_server(
+    app: Annotated[
+        str, typer.Option("--app", help="Take storage root and Spark conf from this app's spec.")
+    ] = "cloudtrail",
+    root: Root = None,
+    port: Annotated[int, typer.Option("--port")] = 10000,
+    refresh: Annotated[
+        float, typer.Option("--refresh-seconds", help="Re-register new lake tables this often.")
+    ] = 30.0,
+) -> None:
+    """Serve the lake tables over JDBC/ODBC (Spark's Thrift server) on 127.0.0.1 until
+    stopped; connect with beeline, a BI tool, or `streamsmith query --server`."""
+    from streamsmith.io.lake import register_lake_views
+
+    _, pipeline = _spec_for(app, None, None, root)
+    spark = _session(pipeline, "sql-server")
+    server = _serve_sql(spark, pipeline.root, port)
+    stop = threading.Event()
+    try:
+        with _stop_on_signals(stop):
+            while not stop.wait(refresh):
+                register_lake_views(spark, pipeline.root)
+    finally:
+        server.stop()
 
 
 def run_sql(spark: Any, root: Path, sql: str, max_rows: int) -> tuple[list[Any], list[str]]:

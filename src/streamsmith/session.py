@@ -44,6 +44,9 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.driver.memory": "2g",
+        # JDBC clients of `streamsmith sql-server` share the session that holds the lake
+        # views and the memory tables, instead of each getting an empty one.
+        "spark.sql.hive.thriftServer.singleSession": "true",
     }
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"

@@ -1,0 +1,63 @@
+"""Spark's Thrift JDBC server inside a session: lake tables and live memory tables, queried
+by real JDBC clients (the pyspark wheel's beeline, and `streamsmith query --server`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from streamsmith.io.kafka.broker import free_port
+from streamsmith.io.lake import register_lake_views, table_path, write_table
+from streamsmith.runtime.sql_server import beeline_query, start_sql_server
+
+
+def test_jdbc_clients_see_lake_tables_and_a_running_query_memory_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write_table(
+        spark.createDataFrame([("a", 3), ("b", 4)], "user string, n long"),
+        table_path(tmp_path, "user_totals"),
+    )
+    register_lake_views(spark, tmp_path)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/1.json").write_text('{"k": "x"}\n{"k": "x"}\n{"k": "y"}\n')
+    live = (
+        spark.readStream.schema("k string").json(str(tmp_path / "in"))
+        .groupBy("k").count()
+        .writeStream.format("memory").queryName("live_counts").outputMode("complete")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start()
+    )  # fmt: skip
+    server = start_sql_server(spark, free_port())
+    try:
+        live.processAllAvailable()
+        totals = beeline_query(
+            f"127.0.0.1:{server.port}", "SELECT sum(n) AS total FROM user_totals"
+        )
+        counts = subprocess.run(
+            [sys.executable, "-m", "streamsmith", "query", "--format", "json",
+             "--server", f"127.0.0.1:{server.port}",
+             "SELECT k, `count` FROM live_counts ORDER BY k"],
+            capture_output=True, text=True, timeout=300, check=False,
+            env={k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"},
+        )  # fmt: skip
+        bad = subprocess.run(
+            [sys.executable, "-m", "streamsmith", "query",
+             "--server", f"127.0.0.1:{server.port}", "SELECT * FROM no_such_table"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        server.stop()
+        live.stop()
+
+    assert totals == (["total"], [["7"]])
+    assert counts.returncode == 0, counts.stderr
+    lines = [json.loads(line) for line in counts.stdout.splitlines() if line.strip()]
+    assert lines == [{"k": "x", "count": "2"}, {"k": "y", "count": "1"}]
+    assert bad.returncode == 2
+    assert "query on 127.0.0.1" in bad.stderr and "no_such_table" in bad.stderr.lower()

@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres db-start db-stop demo demo-nest test test-fast test-deep lint format bench clean
+.PHONY: setup java postgres db-start db-stop demo demo-nest demo-signals test test-fast test-deep lint format bench clean
 
 setup: java postgres $(VENV)/.installed
 
@@ -66,5 +66,9 @@ bench: setup
 demo-nest: setup
 	$(VENV)/bin/streamsmith demo nest
 
+demo-signals: setup
+	$(VENV)/bin/streamsmith demo signals
+
 clean:
-	rm -rf streamsmith-demo streamsmith-demo-nest streamsmith-data .pytest_cache
+	-$(VENV)/bin/streamsmith db stop --root streamsmith-demo-signals 2>/dev/null
+	rm -rf streamsmith-demo streamsmith-demo-nest streamsmith-demo-signals streamsmith-data .pytest_cache

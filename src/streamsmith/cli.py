@@ -699,13 +699,15 @@ def report_nest_sightings(
 
 @cli.command("demo")
 def demo(
-    app: Annotated[str, typer.Argument(help="cloudtrail (files) or nest (Kafka)")] = "cloudtrail",
+    app: Annotated[
+        str, typer.Argument(help="cloudtrail (files), nest (Kafka) or signals (PostgreSQL)")
+    ] = "cloudtrail",
     root: Annotated[
         Path | None, typer.Option("--root", help="Demo storage root; cleared first.")
     ] = None,
 ) -> None:
     """Run an app end to end on generated data and show what landed."""
-    from streamsmith.demo import run_cloudtrail_demo, run_nest_demo
+    from streamsmith.demo import run_cloudtrail_demo, run_nest_demo, run_signals_demo
 
     if app == "cloudtrail":
         run_cloudtrail_demo(
@@ -713,8 +715,12 @@ def demo(
         )
     elif app == "nest":
         run_nest_demo(root or Path("streamsmith-demo-nest"), devices=60, events=3000, console=out)
+    elif app == "signals":
+        run_signals_demo(
+            root or Path("streamsmith-demo-signals"), devices=8, events=3000, console=out
+        )
     else:
-        raise UserError(f"no demo for {app!r}: choose cloudtrail or nest")
+        raise UserError(f"no demo for {app!r}: choose cloudtrail, nest or signals")
 
 
 def main() -> None:

@@ -155,3 +155,20 @@ def test_broker_start_status_topic_create_stop(tmp_path: Path) -> None:
     assert any(path.name.startswith("tansu-") for path in (tmp_path / "broker").iterdir())
     assert stopped.stdout.strip() == "stopped"
     assert after.returncode == 1 and "no broker running" in after.stdout
+
+
+def test_signals_demo_reconciles_every_event() -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="streamsmith-demo-"))
+    base.chmod(0o755)  # the demo's PostgreSQL runs as the postgres user when we are root
+    try:
+        result = streamsmith("demo", "signals", "--root", str(base / "demo"), cwd=base, timeout=600)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "3. newest windows in PostgreSQL (signal_windows)" in result.stdout
+    reconciliation = next(line for line in result.stdout.splitlines() if "reconciliation" in line)
+    assert "(ok)" in reconciliation and "dropped as too late" in reconciliation

@@ -6,23 +6,28 @@ query per stateful flow that applies Spark's rule to the same events and writes 
 dropped ones to the lake table ``<table>_late``: the events, how many of their windows
 were dropped, the watermark that dropped them, and the micro-batch (``batch_id``).
 
-The rule: the watermark of batch N is the largest event time seen in batches before N,
-minus the delay (never moving back); an event is dropped from each window that ends at
-or before it (or, without windows, when its own time is at or before it). The companion
-keeps the largest event time of each batch in its checkpoint folder, so a replayed batch
-makes the same decision and overwrites its own ``batch_id=N`` partition: exactly once.
+The rule: an event is dropped from each window that ends at or before the watermark
+(or, without windows, when its own time is at or before it). Which watermark: since
+Spark 3.4, the one of the flow query's *previous* micro-batch, so whether Spark ran a
+no-data batch in between matters. The companion therefore reads it from the flow
+query's offset log, matching its own batch to the flow's batch that read up to the same
+source offsets. The decision is kept with the batch (``batch_id=N`` is overwritten on
+replay): exactly once.
 
 The companion draws its micro-batches from the same source with the same trigger and
-read limits as the flow's query, so the two make the same decisions whenever they cut
-the input into the same batches: always for ``available-now`` and ``once`` runs over a
-fixed backlog, and in practice for streams under ``maxFilesPerTrigger`` or
-``maxOffsetsPerTrigger``. Spark's own count stays in the progress events as the
-reference.
+read limits as the flow's query, so the two cut the input the same way: always for
+``available-now`` and ``once`` runs over a fixed backlog, and in practice under
+``maxFilesPerTrigger`` or ``maxOffsetsPerTrigger``. When they do not (or the flow's
+query stopped), it falls back to the watermark of its own earlier batches and logs a
+warning; Spark's own count stays in the progress events as the reference.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +40,8 @@ from streamsmith.config import Trigger, parse_duration
 from streamsmith.io.lake import save_schema
 from streamsmith.runtime.app import EventTime
 from streamsmith.transforms.events import too_late
+
+log = logging.getLogger(__name__)
 
 MAX_TIMES_DIR = "streamsmith_max_event_time"
 BATCH_COLUMN = "batch_id"
@@ -89,14 +96,23 @@ def start_late_stream(
     path: Path,
     checkpoint: Path,
     trigger: Trigger,
+    flow_checkpoint: Path | None = None,
 ) -> StreamingQuery:
-    """Start the companion query writing ``events`` dropped by ``rule`` to ``path``."""
+    """Start the companion query writing ``events`` dropped by ``rule`` to ``path``.
+
+    With ``flow_checkpoint`` (the flow's own query), the watermark is read from that
+    query's offset log, as described in :func:`flow_late_watermark`.
+    """
     save_schema(path, late_schema(events.schema))
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.delay) * 1_000_000)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        watermark = max_times.watermark_before(batch_id, delay_us)
+        found, watermark = False, None
+        if flow_checkpoint is not None:
+            found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id)
+        if not found:
+            watermark = max_times.watermark_before(batch_id, delay_us)
         target = path / f"{BATCH_COLUMN}={batch_id}"
         batch = batch.persist()
         try:
@@ -123,6 +139,58 @@ def start_late_stream(
         .foreachBatch(write)
         .start()
     )
+
+
+def flow_late_watermark(
+    flow_checkpoint: Path, own_checkpoint: Path, batch_id: int, wait_s: float = 60.0
+) -> tuple[bool, int | None]:
+    """Whether the flow's query read this batch's input, and the watermark (µs, None
+    before the first) it drops that input's late events with.
+
+    Since Spark 3.4 a stateful operator drops late input with the watermark of the
+    *previous* micro-batch (data or no-data batch), so the same events can be dropped or
+    kept depending on whether Spark ran a no-data batch in between. The exact value is in
+    the flow query's offset log: find its batch that read up to the same source offsets
+    as this batch (the first one: no-data batches repeat the offsets) and take the
+    watermark of the batch before it. Waits up to ``wait_s`` for the flow's query to plan
+    that batch; not found when the two queries cut the input differently.
+    """
+    own = _offset_entry(own_checkpoint / "offsets" / str(batch_id))
+    if own is None:
+        return False, None
+    deadline = time.monotonic() + wait_s
+    while True:
+        entries = {
+            int(file.name): entry
+            for file in (flow_checkpoint / "offsets").glob("[0-9]*")
+            if (entry := _offset_entry(file)) is not None
+        }
+        match = min((i for i, e in entries.items() if e[1] == own[1]), default=None)
+        if match is not None:
+            previous = entries.get(match - 1)
+            watermark_ms = previous[0] if previous else 0
+            return True, (watermark_ms * 1000 if watermark_ms > 0 else None)
+        if time.monotonic() > deadline:
+            log.warning(
+                "late events of batch %s: the flow query %s never read the same input; "
+                "using the watermark of earlier batches instead",
+                batch_id,
+                flow_checkpoint,
+            )
+            return False, None
+        time.sleep(0.2)
+
+
+def _offset_entry(file: Path) -> tuple[int, tuple[str, ...]] | None:
+    """(batch watermark ms, source offsets) of one offset-log file, None while unwritten."""
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    if len(lines) < 3:  # version, metadata, then one line per source
+        return None
+    metadata = json.loads(lines[1])
+    return int(metadata.get("batchWatermarkMs", 0)), tuple(lines[2:])
 
 
 def _timestamp(micros: int) -> datetime:

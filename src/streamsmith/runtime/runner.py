@@ -156,7 +156,13 @@ def _start_output(
     assert output.path is not None
     if output.kind == "late":
         assert flow.definition.event_time is not None
-        return start_late_stream(frame, flow.definition.event_time, path=output.path, **common)
+        return start_late_stream(
+            frame,
+            flow.definition.event_time,
+            path=output.path,
+            flow_checkpoint=flow.outputs[0].checkpoint,
+            **common,
+        )
     return start_table_stream(
         frame,
         path=output.path,

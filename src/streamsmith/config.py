@@ -344,7 +344,7 @@ class PipelineSpec(StrictModel):
         """Absolute input directory of a file source (relative paths are under the storage
         root); None for other sources."""
         configured = self.sources[source].path
-        if configured is None:
+        if not configured:
             return None
         path = Path(configured).expanduser()
         return path if path.is_absolute() else self.root / path

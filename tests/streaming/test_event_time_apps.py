@@ -23,6 +23,7 @@ from streamsmith.generate.actions import actions_data
 from streamsmith.generate.activity import activity_data
 from streamsmith.generate.events import EventData, Knobs
 from streamsmith.generate.signals import signals_data
+from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.runtime.plan import build_plan
 from streamsmith.testing import ChunkRunner
@@ -132,3 +133,37 @@ def test_actions_never_count_closes_ahead_of_opens(runner_for: Any, pg_dsn: str)
 
     counts = rows(pg_dsn, "SELECT action, window_start, count FROM action_counts")
     assert {(a, w): n for a, w, n in counts} == expected_windows(data, "action")
+
+
+def test_activity_from_kafka_parses_values_and_reconciles(
+    spark: SparkSession,
+    tmp_path: Path,
+    pg_dsn: str,
+    broker: EmbeddedBroker,
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STREAMSMITH_PG_DSN", pg_dsn)
+    data = activity_data(
+        users=5, events=200, chunks=3, seed=8,
+        knobs=Knobs(duplicates=0.1, late=0.0, too_late=0.0, corrupt=0.03),
+    )  # fmt: skip
+    app = get_app("activity")
+    kafka_source = [
+        "sources.activity.format=kafka",
+        "sources.activity.path=null",
+        f"sources.activity.options.subscribe={topic}",
+        "sources.activity.options.startingOffsets=earliest",
+        f"kafka.bootstrap_servers={broker.bootstrap}",
+    ]
+    spec = load_spec(app.default_spec, sets=kafka_source, storage_root=str(tmp_path))
+    with ChunkRunner(spark, build_plan(app, spec, Trigger("interval", 0.0))) as runner:
+        for chunk in data.chunks:
+            runner.send(chunk)
+
+    quarantine = read_table(spark, table_path(tmp_path, "user_counts_quarantine"))
+    counts = dict(rows(pg_dsn, 'SELECT "User", count FROM user_counts'))
+    expected = Counter(str(item.record["User"]) for item in data.counted(dedup=True) if item.record)
+    assert counts == dict(expected)
+    assert quarantine.count() == data.label_counts["corrupt"]
+    assert {row.source_file.split("/")[2] for row in quarantine.collect()} == {topic}

@@ -189,11 +189,19 @@ def run(
         int | None,
         typer.Option("--sql-port", help="Serve JDBC on 127.0.0.1:PORT (lake and memory tables)."),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port", help="Serve Prometheus /metrics and /health on 127.0.0.1:PORT."
+        ),
+    ] = None,
 ) -> None:
     """Run an app's flows as streaming queries until stopped (or the backlog is done)."""
     from streamsmith.runtime import runner
     from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
 
+    if metrics_port is not None:
+        set_ = [*(set_ or []), f"monitor.metrics_port={metrics_port}"]
     application, pipeline = _spec_for(app, spec, set_, root)
     plan = build_plan(application, pipeline, _trigger(trigger))
     check_storage_root(plan.root)
@@ -241,6 +249,31 @@ def backfill(
         say(f"{table}: {rows} rows in {plan.root / 'backfill' / table}")
 
 
+@cli.command("status")
+def status(
+    app: Annotated[str | None, typer.Argument(help="Only this app's queries.")] = None,
+    root: Root = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | csv | json")] = "table",
+) -> None:
+    """One row per query from the event log: state, last batch, rates, lag, watermark
+    delay, state rows, quarantined and late rows, restarts, last error."""
+    from streamsmith.monitor.eventlog import read_events
+    from streamsmith.monitor.status import query_statuses
+
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    storage = _storage_root(root)
+    statuses = query_statuses(read_events(storage, app))
+    if not statuses:
+        raise UserError(
+            f"no runs recorded under {storage}"
+            + (f" for app {app!r}" if app else "")
+            + ": start one with `streamsmith run`, or pass --root"
+        )
+    rows = [list(s.as_dict().values()) for s in statuses]
+    _print_rows(rows, list(statuses[0].as_dict()), f"queries under {storage}", fmt)
+
+
 @cli.command("query")
 def query(
     sql: str,
@@ -263,7 +296,8 @@ def query(
         ),
     ] = None,
 ) -> None:
-    """Run Spark SQL with every lake table registered as a view."""
+    """Run Spark SQL over every lake table (a view each) and the event log
+    (``streamsmith_events``)."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
     if server is not None:
@@ -282,11 +316,19 @@ def query(
     _print_rows(rows, columns, None, fmt)
 
 
-def _serve_sql(spark: Any, root: Path, port: int) -> Any:
+def _register_views(spark: Any, root: Path) -> None:
+    """Every lake table, and the event log as ``streamsmith_events``."""
     from streamsmith.io.lake import register_lake_views
-    from streamsmith.runtime.sql_server import start_sql_server
+    from streamsmith.monitor.eventlog import register_event_view
 
     register_lake_views(spark, root)
+    register_event_view(spark, root)
+
+
+def _serve_sql(spark: Any, root: Path, port: int) -> Any:
+    from streamsmith.runtime.sql_server import start_sql_server
+
+    _register_views(spark, root)
     server = start_sql_server(spark, port)
     say(f"serving SQL at {server.jdbc_url} (e.g. streamsmith query --server 127.0.0.1:{port} "
         '"SHOW TABLES")', to_stderr=True)  # fmt: skip
@@ -306,8 +348,6 @@ def sql_server(
 ) -> None:
     """Serve the lake tables over JDBC/ODBC (Spark's Thrift server) on 127.0.0.1 until
     stopped; connect with beeline, a BI tool, or `streamsmith query --server`."""
-    from streamsmith.io.lake import register_lake_views
-
     _, pipeline = _spec_for(app, None, None, root)
     spark = _session(pipeline, "sql-server")
     server = _serve_sql(spark, pipeline.root, port)
@@ -315,7 +355,7 @@ def sql_server(
     try:
         with _stop_on_signals(stop):
             while not stop.wait(refresh):
-                register_lake_views(spark, pipeline.root)
+                _register_views(spark, pipeline.root)
     finally:
         server.stop()
 
@@ -324,9 +364,7 @@ def run_sql(spark: Any, root: Path, sql: str, max_rows: int) -> tuple[list[Any],
     """Run SQL over the lake's views; SQL errors become UserErrors naming the problem."""
     from pyspark.errors import AnalysisException, ParseException
 
-    from streamsmith.io.lake import register_lake_views
-
-    register_lake_views(spark, root)
+    _register_views(spark, root)
     try:
         frame = spark.sql(sql)
         rows = frame.limit(max_rows).collect()

@@ -254,6 +254,100 @@ class KafkaSpec(StrictModel):
     options: dict[str, ConfValue] = Field(default_factory=dict)
 
 
+class AlertRules(StrictModel):
+    """Service-level alerts, evaluated on every progress event of every query.
+
+    An alert is raised when its condition starts to hold and again only after it has
+    cleared, so a sustained problem raises one alert, not one per batch. ``None`` (or
+    ``false``) turns a rule off.
+    """
+
+    falling_behind_batches: int | None = Field(
+        default=3, gt=0, description="input rate above processing rate for this many batches"
+    )
+    slow_batches: bool = Field(
+        default=True, description="a batch took longer than the trigger interval"
+    )
+    max_lag: int | None = Field(default=None, ge=0, description="records or files behind")
+    max_watermark_delay: str | None = Field(
+        default=None, description="batch time minus watermark, e.g. 15m"
+    )
+    max_quarantine_ratio: float | None = Field(
+        default=None, gt=0, le=1, description="quarantined rows / input rows in one batch"
+    )
+
+    @field_validator("max_watermark_delay")
+    @classmethod
+    def _valid_delay(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+
+class MonitorSpec(StrictModel):
+    """Where progress goes besides the event log (``<storage_root>/_monitor/events``).
+
+    ``kafka_topic`` forwards every event to a topic of the pipeline's Kafka cluster;
+    ``metrics_port`` serves Prometheus ``/metrics`` and a ``/health`` check on 127.0.0.1.
+    """
+
+    kafka_topic: str | None = None
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    alerts: AlertRules = Field(default_factory=AlertRules)
+
+
+class SmtpSpec(StrictModel):
+    """An SMTP server for notification e-mail; the password comes from ``password_env``."""
+
+    host: str
+    port: int = Field(default=25, gt=0, le=65535)
+    sender: str
+    recipients: tuple[str, ...] = Field(min_length=1)
+    username: str | None = None
+    password_env: str | None = None
+    starttls: bool = False
+
+
+NotifyEvent = Literal["failure", "restart", "gave_up", "alert"]
+
+
+class NotifySpec(StrictModel):
+    """Who hears about failures, restarts and alerts: a webhook (JSON POST) and/or e-mail.
+
+    Deliveries run off the stream's threads with a bounded wait and ``retries``; a
+    delivery that still fails is recorded in the event log (``notify_failed``) and
+    never stops a query. The webhook URL is treated as a secret (it often holds a token).
+    """
+
+    webhook: SecretStr | None = None
+    smtp: SmtpSpec | None = None
+    timeout: str = "5s"
+    retries: int = Field(default=3, ge=0)
+    events: tuple[NotifyEvent, ...] = ("failure", "restart", "gave_up", "alert")
+
+    @field_validator("timeout")
+    @classmethod
+    def _valid_timeout(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class SupervisorSpec(StrictModel):
+    """Restarts of failed queries: from their checkpoint, after an exponential backoff
+    (``backoff``, doubling up to ``max_backoff``), at most ``max_retries`` times in a row;
+    then the run stops and exits non-zero. A batch that completes resets the count."""
+
+    max_retries: int = Field(default=3, ge=0)
+    backoff: str = "2s"
+    max_backoff: str = "1m"
+
+    @field_validator("backoff", "max_backoff")
+    @classmethod
+    def _valid_backoff(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
 class FlowSpec(StrictModel):
     """One source -> transform -> sink path of an app; the app supplies the transform."""
 
@@ -280,6 +374,9 @@ class PipelineSpec(StrictModel):
     spark: SparkSpec = Field(default_factory=SparkSpec)
     kafka: KafkaSpec = Field(default_factory=KafkaSpec)
     postgres: PostgresSpec = Field(default_factory=PostgresSpec)
+    monitor: MonitorSpec = Field(default_factory=MonitorSpec)
+    supervisor: SupervisorSpec = Field(default_factory=SupervisorSpec)
+    notify: NotifySpec = Field(default_factory=NotifySpec)
     sources: dict[str, SourceSpec]
     flows: dict[str, FlowSpec]
 
@@ -325,6 +422,11 @@ class PipelineSpec(StrictModel):
                     f"{where} has no Kafka servers: set kafka.bootstrap_servers, or "
                     f"{where}.options.kafka.bootstrap.servers"
                 )
+        if self.monitor.kafka_topic and not self.kafka.bootstrap_servers:
+            raise ValueError(
+                "monitor.kafka_topic forwards events to the pipeline's Kafka cluster: "
+                "set kafka.bootstrap_servers"
+            )
         return self
 
     def kafka_options(self, own: Mapping[str, ConfValue]) -> dict[str, ConfValue]:

@@ -10,7 +10,10 @@ of the ``action_counts`` sink:
   PostgreSQL transaction commits, before Spark records the batch as done, so the restart
   replays a batch the database already has;
 - ``stop-db-mid-batch``: stop the PostgreSQL server in PG_HOME (immediate mode, a crash)
-  after the batch's rows are staged and before its transaction commits.
+  after the batch's rows are staged and before its transaction commits; only the first
+  time, so the supervisor's restart (after the test starts the server again) goes on.
+
+Further arguments are ``--set`` values for the run (e.g. notification targets).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from streamsmith.io.postgres.server import stop_postgres
 FAULTY_TABLE = "action_counts"
 
 
-def main(root: str, fault: str, batch: str, pg_home: str = "") -> None:
+def main(root: str, fault: str, batch: str, pg_home: str = "", *sets: str) -> None:
     faulty_batch = int(batch)
     write_batch = sinks.write_batch
     stage = sink._stage
@@ -45,7 +48,10 @@ def main(root: str, fault: str, batch: str, pg_home: str = "") -> None:
     def stage_then_stop_db(conn: psycopg.Connection[Any], target: Any, frame: Any) -> int:
         rows = stage(conn, target, frame)
         query_batch = frame.sparkSession.sparkContext.getLocalProperty("streaming.sql.batchId")
-        if target.table == FAULTY_TABLE and query_batch == str(faulty_batch):
+        stopped_once = Path(root) / "db-stopped"
+        faulty = target.table == FAULTY_TABLE and query_batch == str(faulty_batch)
+        if faulty and not stopped_once.exists():
+            stopped_once.touch()
             stop_postgres(Path(pg_home), mode="immediate")
         return rows
 
@@ -56,6 +62,7 @@ def main(root: str, fault: str, batch: str, pg_home: str = "") -> None:
     elif fault != "none":
         raise SystemExit(f"unknown fault {fault!r}")
     options = ["--trigger", "available-now", "--set", "sources.actions.max_files_per_trigger=1"]
+    options += [arg for value in sets for arg in ("--set", value)]
     cli(["run", "actions", "--root", root, *options])
 
 

@@ -11,18 +11,22 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from crashing import spawn
+from crashing import spawn, wait_until
 
+from receivers import notification_receivers
 from streamsmith.io.postgres.server import PostgresServer, start_postgres
+from streamsmith.monitor.eventlog import read_events
 
 pytestmark = pytest.mark.slow
 
@@ -61,9 +65,9 @@ def table(dsn: str, query: str) -> list[tuple[Any, ...]]:
 
 
 def run_child(
-    root: Path, dsn: str, fault: str, batch: int, home: Path | None = None
+    root: Path, dsn: str, fault: str, batch: int, home: Path | None = None, sets: Sequence[str] = ()
 ) -> subprocess.Popen[str]:
-    command = [sys.executable, str(CHILD), str(root), fault, str(batch), str(home or "")]
+    command = [sys.executable, str(CHILD), str(root), fault, str(batch), str(home or ""), *sets]
     return spawn(command, env={"STREAMSMITH_PG_DSN": dsn})
 
 
@@ -109,21 +113,42 @@ def test_sigkill_after_the_database_commit_replays_as_a_no_op(tmp_path: Path, pg
     assert quarantine.is_dir()
 
 
-def test_database_crash_mid_batch_fails_the_run_and_the_rerun_completes(
+def test_database_crash_mid_batch_is_survived_by_a_supervised_restart(
     tmp_path: Path, postgres: PostgresServer, pg_dsn: str
 ) -> None:
     expected = write_actions(tmp_path / "input/actions", files=5, phones=6, seed=2)
+    supervision = ["supervisor.max_retries=6", "supervisor.backoff=1s"]
 
-    failed = run_child(tmp_path, pg_dsn, "stop-db-mid-batch", batch=1, home=postgres.home)
-    _, stderr = failed.communicate(timeout=600)
-    start_postgres(postgres.home)  # the database comes back
-    assert failed.returncode == 1, stderr[-3000:]
-    assert "query actions.action_counts failed" in stderr
-    assert table(
-        pg_dsn, "SELECT max(batch_id) FROM streamsmith_ledger WHERE sink = 'actions.action_counts'"
-    ) == [(0,)]
+    with notification_receivers() as received:
+        child = run_child(
+            tmp_path, pg_dsn, "stop-db-mid-batch", batch=1, home=postgres.home,
+            sets=[*supervision, *received.spec_sets()],
+        )  # fmt: skip
+        try:
+            failed = wait_until(child, lambda: "failure" in _events(tmp_path), deadline_s=300)
+            start_postgres(postgres.home)  # the database comes back; the supervisor retries
+            _, stderr = child.communicate(timeout=600)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+        assert failed, stderr[-3000:]
+        assert child.returncode == 0, stderr[-3000:]
+        assert received.wait_for(lambda r: "restart" in r.events())
 
-    rerun = run_child(tmp_path, pg_dsn, "none", batch=-1)
-    _, stderr = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, stderr[-3000:]
     assert_exactly_once(pg_dsn, expected, files=5)
+    events = [e for e in read_events(tmp_path, "actions") if e.get("query") == FAULTY_QUERY]
+    failures = [e for e in events if e["event"] == "failure"]
+    assert failures and failures[0]["query"] == "actions.action_counts"
+    assert any(e["event"] == "restart" for e in events)
+    assert not any(e["event"] == "gave_up" for e in events)
+    # Both PostgreSQL sinks may fail while the database is down; each is restarted.
+    assert received.events()[0] == "failure" and "restart" in received.events()
+    assert received.mails[0]["Subject"] == f"[streamsmith] actions: failure in {FAULTY_QUERY}"
+    assert pg_dsn not in json.dumps(received.posts)
+
+
+FAULTY_QUERY = "actions.action_counts"
+
+
+def _events(root: Path) -> list[str]:
+    return [e["event"] for e in read_events(root, "actions") if e.get("query") == FAULTY_QUERY]

@@ -38,6 +38,8 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType, Ti
 
 from streamsmith.config import Trigger, parse_duration
 from streamsmith.io.lake import save_schema
+from streamsmith.monitor import observed
+from streamsmith.monitor.progress import LATE_METRIC
 from streamsmith.runtime.app import EventTime
 from streamsmith.transforms.events import too_late
 
@@ -129,6 +131,7 @@ def start_late_stream(
             if not dropped and target.exists():
                 shutil.rmtree(target)  # no empty partitions: keep the table listing clean
             max_times.record(batch_id, latest[0] if latest else None)
+            observed.note(name, batch_id, LATE_METRIC, dropped)
         finally:
             batch.unpersist()
 

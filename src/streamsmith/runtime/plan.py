@@ -45,6 +45,11 @@ class Output:
     connector: str = "auto"
     key: tuple[str, ...] = ()
 
+    @property
+    def spark_name(self) -> str:
+        """The name Spark knows the query by: a memory sink's is its table's name."""
+        return self.table if self.kind == "memory" else self.query_name
+
 
 @dataclass(frozen=True)
 class FlowPlan:

@@ -17,21 +17,21 @@ from typing import TypedDict
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.config import Trigger, parse_duration
+from streamsmith.config import Trigger
 from streamsmith.io.lake import read_table, start_table_stream, table_path, write_table
 from streamsmith.io.postgres.dsn import resolve_dsn
 from streamsmith.io.postgres.sink import PostgresTarget, reset_target
 from streamsmith.io.sinks import start_memory_stream, start_postgres_stream, start_topic_stream
 from streamsmith.io.sources import read_source
+from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.late import start_late_stream
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted, quarantined
 
 log = logging.getLogger(__name__)
-
-_POLL_SECONDS = 0.5
 
 
 class PipelineError(Exception):
@@ -102,7 +102,7 @@ def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, Streami
             frames = flow_frames(spark, flow, plan.root, streaming=True)
             for output in flow.outputs:
                 frame = output_frame(frames, output)
-                query = _start_output(spark, frame, output, flow, plan, dsn)
+                query = start_output(spark, frame, output, flow, plan, dsn)
                 started.append((output, query))
     except BaseException:
         for _, query in started:
@@ -115,7 +115,7 @@ def _wait(query: StreamingQuery, seconds: float) -> None:
     """Wait up to ``seconds`` for ``query`` to end.
 
     A failure is not raised here: it stays in ``query.exception()``, from which
-    :func:`run_pipeline` reports every failed query after stopping the others.
+    the supervisor reads it from there.
     """
     try:
         query.awaitTermination(seconds)  # type: ignore[arg-type]  # PySpark takes float seconds
@@ -131,9 +131,12 @@ class _QueryArgs(TypedDict):
     trigger: Trigger
 
 
-def _start_output(
+def start_output(
     spark: SparkSession, frame: DataFrame, output: Output, flow: FlowPlan, plan: Plan, dsn: str
 ) -> StreamingQuery:
+    """Start the streaming query of one output of ``flow``, writing ``frame``."""
+    if output.kind == "quarantine":
+        frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
     common = _QueryArgs(
         name=output.query_name, checkpoint=output.checkpoint, trigger=output.trigger
     )
@@ -201,52 +204,14 @@ def stop_gracefully(queries: list[StreamingQuery], timeout_seconds: float) -> No
 
 
 def run_pipeline(spark: SparkSession, plan: Plan, stop: threading.Event | None = None) -> RunReport:
-    """Run every flow until its trigger ends it, a query fails, or ``stop`` is set.
+    """Run every flow under supervision until its trigger ends it, a query is given up,
+    or ``stop`` is set; see :func:`streamsmith.runtime.supervisor.supervise`.
 
-    Raises :class:`PipelineError` naming every failed query.
+    Raises :class:`PipelineError` naming every query that failed for good.
     """
-    stop = stop or threading.Event()
-    running = start_queries(spark, plan)
-    queries = [query for _, query in running]
-    timeout = parse_duration(plan.spec.graceful_stop_timeout)
-    try:
-        while any(query.isActive for query in queries):
-            if stop.is_set():
-                log.info("stop requested: stopping queries after their current batch")
-                stop_gracefully(queries, timeout)
-                break
-            if any(query.exception() is not None for query in queries):
-                break
-            if any(not out.trigger.terminates and not q.isActive for out, q in running):
-                break  # an always-on query ended: stop the others and report it
-            _wait(next(query for query in queries if query.isActive), _POLL_SECONDS)
-    finally:
-        stop_gracefully(queries, timeout)
-    report = RunReport([_outcome(output, query) for output, query in running])
-    if report.failed:
-        raise PipelineError(
-            "; ".join(f"query {outcome.name} failed: {outcome.error}" for outcome in report.failed)
-        )
-    return report
+    from streamsmith.runtime.supervisor import supervise  # it builds on this module
 
-
-def _outcome(output: Output, query: StreamingQuery) -> QueryOutcome:
-    progress = query.recentProgress
-    outcome = QueryOutcome(
-        name=output.query_name,
-        batches=len(progress),
-        input_rows=sum(int(p.numInputRows) for p in progress),
-    )
-    exception = query.exception()
-    if exception is not None:
-        outcome.error = _first_line(
-            exception.desc if hasattr(exception, "desc") else str(exception)
-        )
-    return outcome
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in str(text).splitlines() if line.strip()), "unknown error")
+    return supervise(spark, plan, stop)
 
 
 @dataclass

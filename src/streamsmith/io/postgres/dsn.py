@@ -43,3 +43,13 @@ def mask_dsn(dsn: str) -> str:
     """``dsn`` with its password replaced by ``***`` (key=value and URI forms)."""
     masked = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn, flags=re.IGNORECASE)
     return re.sub(r"(://[^:/@\s]+:)[^@\s]+@", r"\1***@", masked)
+
+
+def dsn_secrets(dsn: str) -> list[str]:
+    """What of ``dsn`` must never be shown: the DSN itself and its password."""
+    if not dsn:
+        return []
+    from psycopg.conninfo import conninfo_to_dict
+
+    password = conninfo_to_dict(dsn).get("password")
+    return [dsn, *([str(password)] if password else [])]

@@ -1,0 +1,1 @@
+"""Watching runs: the event log, metrics, service-level alerts, notifications, status."""

@@ -1,0 +1,154 @@
+"""The event log: every lifecycle, progress, failure, restart and alert event of a run.
+
+One JSON-lines file per process under ``<storage_root>/_monitor/events``, appended and
+flushed line by line, so ``status`` and the dashboard can read it while the run goes on
+and after it ends (or was killed: a torn last line is skipped). ``streamsmith query``
+reads the same files as the table ``streamsmith_events``.
+
+Secrets (a PostgreSQL DSN or password, a webhook URL, Kafka passwords) are replaced by
+``***`` in every record before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+EVENTS_DIR = Path("_monitor") / "events"
+EVENTS_VIEW = "streamsmith_events"
+REDACTED = "***"
+
+EVENT_SCHEMA = StructType(
+    [
+        StructField("time", TimestampType()),
+        StructField("app", StringType()),
+        StructField("pid", LongType()),
+        StructField("event", StringType()),
+        StructField("query", StringType()),
+        StructField("query_id", StringType()),
+        StructField("run_id", StringType()),
+        StructField("batch_id", LongType()),
+        StructField("batch_time", TimestampType()),
+        StructField("input_rows", LongType()),
+        StructField("input_rate", DoubleType()),
+        StructField("process_rate", DoubleType()),
+        StructField("batch_ms", LongType()),
+        StructField("watermark", TimestampType()),
+        StructField("watermark_delay_s", DoubleType()),
+        StructField("state_rows", LongType()),
+        StructField("state_memory_bytes", LongType()),
+        StructField("dropped_by_watermark", LongType()),
+        StructField("quarantined", LongType()),
+        StructField("late", LongType()),
+        StructField("lag", LongType()),
+        StructField("lag_bytes", LongType()),
+        StructField("attempt", LongType()),
+        StructField("rule", StringType()),
+        StructField("message", StringType()),
+        StructField("sources", StringType()),
+        StructField("progress", StringType()),
+    ]
+)
+
+
+def events_dir(root: Path) -> Path:
+    """Where the event logs of the pipelines under ``root`` live."""
+    return root / EVENTS_DIR
+
+
+def now_text() -> str:
+    """The current UTC time as the event log writes it."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class EventLog:
+    """Appends this process's events to its own file; safe to call from any thread."""
+
+    def __init__(self, root: Path, app: str, secrets: Iterable[str] = ()) -> None:
+        self.app = app
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        folder = events_dir(root)
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        self.path = folder / f"{app}-{stamp}-{os.getpid()}.jsonl"
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Stamp ``record`` (time, app, pid), redact it, append it; return what was written."""
+        stamped = {"time": now_text(), "app": self.app, "pid": os.getpid(), **record}
+        line = self.redact(json.dumps(stamped, default=str))
+        with self._lock, self.path.open("a", encoding="utf-8") as file:
+            file.write(line + "\n")
+        written: dict[str, Any] = json.loads(line)
+        return written
+
+    def redact(self, text: str) -> str:
+        """``text`` with every known secret (and its JSON-escaped form) replaced."""
+        for secret in self.secrets:
+            for form in (secret, json.dumps(secret)[1:-1]):
+                text = text.replace(form, REDACTED)
+        return text
+
+
+def read_events(root: Path, app: str | None = None) -> list[dict[str, Any]]:
+    """Every event under ``root`` (of ``app`` only, when given), oldest first."""
+    events = [
+        event
+        for path in _log_files(root, app)
+        for event in _lines(path)
+        if app is None or event.get("app") == app
+    ]
+    events.sort(key=lambda event: str(event.get("time", "")))
+    return events
+
+
+def _log_files(root: Path, app: str | None) -> list[Path]:
+    folder = events_dir(root)
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob(f"{app}-*.jsonl" if app else "*.jsonl"))
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of one log; a process killed mid-write leaves a torn last line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if number != len(lines):
+                raise ValueError(f"event log {path} line {number} is not JSON") from None
+
+
+def event_frame(spark: SparkSession, root: Path) -> DataFrame:
+    """The event log as a DataFrame (empty with its schema when nothing ran yet)."""
+    folder = events_dir(root)
+    if not _log_files(root, None):
+        return spark.createDataFrame([], EVENT_SCHEMA)
+    return (
+        spark.read.schema(EVENT_SCHEMA)
+        .option("mode", "DROPMALFORMED")  # only a killed process's torn last line
+        .json(str(folder))
+    )
+
+
+def register_event_view(spark: SparkSession, root: Path) -> None:
+    """Make the event log queryable as ``streamsmith_events``."""
+    event_frame(spark, root).createOrReplaceTempView(EVENTS_VIEW)

@@ -1,0 +1,140 @@
+"""Progress events as event-log records: pure functions over Spark's progress JSON.
+
+A record is flat where operators look first (rates, duration, watermark, state, lag,
+quarantine and late counts) and keeps the full progress JSON for everything else
+(per-operator state, source offsets, every duration).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+# Spark reports this watermark before the first event time is seen.
+_NO_WATERMARK = "1970-01-01T00:00:00.000Z"
+
+# Names of the observed metrics streamsmith attaches to its queries.
+QUARANTINE_METRIC = "quarantine"
+LATE_METRIC = "late"
+
+
+def parse_time(text: str) -> datetime:
+    """A Spark progress timestamp (``2026-11-23T10:00:00.123Z``) as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
+    """The event-log record of one ``StreamingQueryProgress`` (given as its JSON)."""
+    durations = progress.get("durationMs") or {}
+    operators = progress.get("stateOperators") or []
+    observed = progress.get("observedMetrics") or {}
+    watermark = (progress.get("eventTime") or {}).get("watermark")
+    if watermark == _NO_WATERMARK:
+        watermark = None
+    batch_time = progress.get("timestamp")
+    sources = [source_lag(source) for source in progress.get("sources") or []]
+    lags = [source["lag"] for source in sources if source["lag"] is not None]
+    return {
+        "event": "progress",
+        "query": progress.get("name"),
+        "query_id": progress.get("id"),
+        "run_id": progress.get("runId"),
+        "batch_id": progress.get("batchId"),
+        "batch_time": batch_time,
+        "input_rows": int(progress.get("numInputRows") or 0),
+        "input_rate": _number(progress.get("inputRowsPerSecond")),
+        "process_rate": _number(progress.get("processedRowsPerSecond")),
+        "batch_ms": durations.get("triggerExecution"),
+        "watermark": watermark,
+        "watermark_delay_s": _delay(batch_time, watermark),
+        "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in operators),
+        "state_memory_bytes": sum(int(op.get("memoryUsedBytes") or 0) for op in operators),
+        "dropped_by_watermark": sum(
+            int(op.get("numRowsDroppedByWatermark") or 0) for op in operators
+        ),
+        "quarantined": _observed(observed, QUARANTINE_METRIC),
+        "late": _observed(observed, LATE_METRIC),
+        "lag": sum(lags) if lags else None,
+        "lag_bytes": _sum_known(source.get("lag_bytes") for source in sources),
+        "sources": json.dumps(sources),
+        "progress": json.dumps(progress, default=str),
+    }
+
+
+def source_lag(source: Mapping[str, Any]) -> dict[str, Any]:
+    """How far one source is behind after a batch.
+
+    Kafka (Spark's or streamsmith's connector): the latest offset minus the processed
+    end offset, per partition, in records. File sources: the files (and bytes) Spark
+    has listed but not yet read, which it reports as ``numFilesOutstanding``.
+    """
+    description = str(source.get("description", ""))
+    metrics = source.get("metrics") or {}
+    end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+    lag: int | None = None
+    lag_bytes: int | None = None
+    per_partition: dict[str, int] = {}
+    if end is not None and latest is not None and _is_topic_offsets(latest):
+        for topic, partitions in latest.items():
+            for partition, offset in partitions.items():
+                done = int((end.get(topic) or {}).get(partition, 0))
+                per_partition[f"{topic}-{partition}"] = max(0, int(offset) - done)
+        lag = sum(per_partition.values())
+    elif "numFilesOutstanding" in metrics:
+        lag = int(metrics["numFilesOutstanding"])
+        lag_bytes = int(metrics.get("numBytesOutstanding", 0))
+    return {
+        "description": description,
+        "start": source.get("startOffset"),
+        "end": source.get("endOffset"),
+        "latest": source.get("latestOffset"),
+        "lag": lag,
+        "lag_bytes": lag_bytes,
+        "lag_partitions": per_partition or None,
+    }
+
+
+def _offsets(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value
+
+
+def _is_topic_offsets(value: Any) -> bool:
+    """Kafka offsets: ``{"topic": {"0": 12, "1": 40}}``."""
+    return isinstance(value, dict) and all(
+        isinstance(partitions, dict)
+        and all(isinstance(offset, int) for offset in partitions.values())
+        for partitions in value.values()
+    )
+
+
+def _observed(observed: Mapping[str, Any], name: str) -> int | None:
+    metric = observed.get(name)
+    if not isinstance(metric, Mapping) or metric.get("rows") is None:
+        return None
+    return int(metric["rows"])
+
+
+def _delay(batch_time: str | None, watermark: str | None) -> float | None:
+    if not batch_time or not watermark:
+        return None
+    return round((parse_time(batch_time) - parse_time(watermark)).total_seconds(), 3)
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return None if math.isnan(number) else round(number, 3)  # NaN: no rate for this batch
+
+
+def _sum_known(values: Any) -> int | None:
+    known = [int(value) for value in values if value is not None]
+    return sum(known) if known else None

@@ -1,0 +1,239 @@
+"""The monitor of one run: a StreamingQueryListener and the places its events go.
+
+Every event (query started, progress, terminated; the supervisor's failures, restarts
+and give-ups; service-level alerts) goes to the event log, and from there to the
+Prometheus metrics, the Kafka topic and the notifiers that the spec configures.
+
+Spark calls the listener on its listener-bus thread. A monitoring error must not take
+the stream down, so it is logged with its traceback and recorded as a
+``monitor_error`` event instead of being raised into Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
+
+from streamsmith.config import PipelineSpec
+from streamsmith.io.postgres.dsn import dsn_secrets
+from streamsmith.monitor import observed
+from streamsmith.monitor.alerts import SloWatch
+from streamsmith.monitor.eventlog import EventLog
+from streamsmith.monitor.lag import FileSourceProbe
+from streamsmith.monitor.metrics import Health, MonitorServer, QueryMetrics
+from streamsmith.monitor.notify import Notifier
+from streamsmith.monitor.progress import LATE_METRIC, progress_record
+
+log = logging.getLogger(__name__)
+
+
+class Monitor:
+    """Records the events of the queries named in ``queries`` (others are ignored)."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        root: Path,
+        queries: Mapping[str, float],
+        secrets: Iterable[str] = (),
+        file_sources: Mapping[str, FileSourceProbe] | None = None,
+    ) -> None:
+        """``queries`` maps each query name to its trigger interval in seconds (0: none);
+        ``file_sources`` the queries reading files to where they read (for their lag)."""
+        self.spec = spec
+        self.queries = dict(queries)
+        self.file_sources = dict(file_sources or {})
+        self.log = EventLog(root, spec.app, [*secrets, *spec_secrets(spec)])
+        self.metrics = QueryMetrics(spec.app)
+        self.slo = SloWatch(spec.monitor.alerts, self.queries)
+        self.notifier = Notifier(spec.notify, self._notify_failed)
+        self._forward = _kafka_forwarder(spec)
+        self._names: dict[str, str] = {}  # query id -> name
+        self._lock = threading.RLock()  # an alert is recorded while its progress is
+        self.server: MonitorServer | None = None
+        self.listener = ProgressListener(self)
+
+    def attach(self, spark: SparkSession, health: Health) -> None:
+        """Listen to ``spark``'s queries; serve metrics when the spec asks for a port."""
+        spark.streams.addListener(self.listener)
+        port = self.spec.monitor.metrics_port
+        if port is not None:
+            self.server = MonitorServer(self.metrics, health, port)
+            log.info("metrics and health on http://127.0.0.1:%d", self.server.port)
+
+    def detach(self, spark: SparkSession) -> None:
+        """Stop listening, serving and notifying (call :func:`flush_listener_bus` first to
+        record every pending event)."""
+        spark.streams.removeListener(self.listener)
+        if self.server is not None:
+            self.server.stop()
+        if self._forward is not None and self._forward.flush(10):
+            self.log.write({"event": "monitor_error", "message": "events not forwarded in 10 s"})
+        self.notifier.close()
+
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Write one event everywhere it goes; return it as written (redacted)."""
+        with self._lock:
+            written = self.log.write(record)
+            self.metrics.update(written)
+            if self._forward is not None and self.spec.monitor.kafka_topic:
+                self._forward.produce(
+                    self.spec.monitor.kafka_topic,
+                    key=str(written.get("query") or "").encode(),
+                    value=json.dumps(written).encode(),
+                    on_delivery=self._forwarded,
+                )
+                self._forward.poll(0)
+            self.notifier.send(written)
+            if written.get("event") == "progress":
+                for alert in self.slo.observe(written):
+                    self.record(
+                        {
+                            "event": "alert",
+                            "query": alert.query,
+                            "rule": alert.rule,
+                            "message": alert.message,
+                        }
+                    )
+        return written
+
+    def on_spark_event(self, event: Any) -> None:
+        """Turn a listener event into a record, if it belongs to this run."""
+        try:
+            record = self._spark_record(event)
+            if record is not None:
+                self.record(record)
+        except Exception as exc:
+            log.exception("monitor failed on %s", type(event).__name__)
+            self.log.write({"event": "monitor_error", "message": f"{type(exc).__name__}: {exc}"})
+
+    def _spark_record(self, event: Any) -> dict[str, Any] | None:
+        if isinstance(event, QueryStartedEvent):
+            if event.name not in self.queries:
+                return None
+            self._names[str(event.id)] = str(event.name)
+            return {
+                "event": "started",
+                "query": event.name,
+                "query_id": str(event.id),
+                "run_id": str(event.runId),
+            }
+        if isinstance(event, QueryProgressEvent):
+            progress = json.loads(event.progress.json)
+            if progress.get("name") not in self.queries:
+                return None
+            record = progress_record(progress)
+            if record["late"] is None:
+                record["late"] = observed.take(record["query"], record["batch_id"], LATE_METRIC)
+            probe = self.file_sources.get(record["query"])
+            if record["lag"] is None and probe is not None:
+                backlog = probe.backlog()
+                record["lag"], record["lag_bytes"] = backlog.files, backlog.bytes
+            return record
+        if isinstance(event, QueryIdleEvent):
+            name = self._names.get(str(event.id))
+            if name is None:
+                return None
+            return {"event": "idle", "query": name, "query_id": str(event.id)}
+        if isinstance(event, QueryTerminatedEvent):
+            name = self._names.get(str(event.id))
+            if name is None:
+                return None
+            return {
+                "event": "terminated",
+                "query": name,
+                "query_id": str(event.id),
+                "run_id": str(event.runId),
+                "message": first_line(event.exception) if event.exception else None,
+            }
+        return None
+
+    def _forwarded(self, error: Any, _message: Any) -> None:
+        """Delivery report of an event sent to ``monitor.kafka_topic``."""
+        if error is not None:
+            log.warning("event not forwarded to Kafka: %s", error)
+            self.log.write({"event": "monitor_error", "message": f"Kafka forward: {error}"})
+
+    def _notify_failed(self, channel: str, error: str, event: Mapping[str, Any]) -> None:
+        self.log.write(
+            {
+                "event": "notify_failed",
+                "query": event.get("query"),
+                "rule": channel,
+                "message": f"{event.get('event')} notification not delivered: {error}",
+            }
+        )
+
+
+class ProgressListener(StreamingQueryListener):
+    """Hands every Spark streaming event to the :class:`Monitor`."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        self.monitor.on_spark_event(event)
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
+        self.monitor.on_spark_event(event)
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+        self.monitor.on_spark_event(event)
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
+        self.monitor.on_spark_event(event)
+
+
+def flush_listener_bus(spark: SparkSession, timeout_ms: int = 30_000) -> None:
+    """Wait until Spark has delivered every pending listener event (progress included)."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of an error message (Spark's carry a stack trace)."""
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "unknown error")
+
+
+def spec_secrets(spec: PipelineSpec) -> list[str]:
+    """The secrets a spec holds: PostgreSQL DSN, webhook URL, Kafka passwords."""
+    found: list[str] = []
+    if spec.postgres.dsn is not None:
+        found += dsn_secrets(spec.postgres.dsn.get_secret_value())
+    if spec.notify.webhook is not None:
+        found.append(spec.notify.webhook.get_secret_value())
+    option_sets = [spec.kafka.options, *(source.options for source in spec.sources.values())]
+    option_sets += [flow.sink.options for flow in spec.flows.values()]
+    for options in option_sets:
+        for key, value in options.items():
+            if any(word in key.lower() for word in ("password", "secret", "jaas")):
+                found.append(str(value))
+    return found
+
+
+def _kafka_forwarder(spec: PipelineSpec) -> Any:
+    """A producer for ``monitor.kafka_topic``, or None."""
+    if not spec.monitor.kafka_topic:
+        return None
+    from confluent_kafka import Producer
+
+    from streamsmith.io.kafka.sink import producer_config
+
+    conf = {
+        key.removeprefix("kafka."): str(value)
+        for key, value in spec.kafka_options({}).items()
+        if key.startswith("kafka.")
+    }
+    return Producer(producer_config(conf))

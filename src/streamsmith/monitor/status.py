@@ -1,0 +1,116 @@
+"""``streamsmith status``: one row per query, from the event log alone.
+
+It works while the app runs (the log is appended batch by batch) and after it ended,
+crashed or was killed: a query whose last word is "started" but whose process is gone
+is reported as ``stopped (process gone)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# The supervisor's and Spark's lifecycle events, and the state each leaves a query in.
+_STATES = {
+    "started": "active",
+    "restart": "active",
+    "failure": "restarting",
+    "gave_up": "failed",
+}
+
+
+@dataclass(frozen=True)
+class QueryStatus:
+    """What ``status`` prints for one query."""
+
+    app: str
+    query: str
+    state: str
+    batches: int
+    last_batch_time: str | None
+    input_rate: float | None
+    process_rate: float | None
+    lag: int | None
+    watermark_delay_s: float | None
+    state_rows: int | None
+    quarantined: int
+    late: int
+    restarts: int
+    last_error: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def query_statuses(
+    events: Iterable[Mapping[str, Any]], alive: Callable[[int], bool] | None = None
+) -> list[QueryStatus]:
+    """Fold the event log (oldest first) into one status per (app, query).
+
+    ``alive(pid) -> bool`` says whether a process still runs (default: a signal-0 check).
+    Counts are over distinct batches, so a batch that ran twice across a restart is
+    counted once.
+    """
+    is_alive = alive or process_alive
+    folded: dict[tuple[str, str], dict[str, Any]] = {}
+    for event in events:
+        query = event.get("query")
+        if not query:
+            continue
+        key = (str(event.get("app")), str(query))
+        entry = folded.setdefault(
+            key, {"state": "unknown", "batches": {}, "restarts": 0, "error": None, "pid": None}
+        )
+        kind = str(event.get("event"))
+        if kind in _STATES:
+            entry["state"] = _STATES[kind]
+            entry["pid"] = event.get("pid")
+        if kind == "restart":
+            entry["restarts"] += 1
+        if kind == "terminated":
+            entry["state"] = "failed" if event.get("message") else "stopped"
+        if kind in ("failure", "gave_up") or (kind == "terminated" and event.get("message")):
+            entry["error"] = event.get("message")
+        if kind == "progress":
+            entry["batches"][(event.get("query_id"), event.get("batch_id"))] = event
+            entry["last"] = event
+    return [_status(app, query, entry, is_alive) for (app, query), entry in folded.items()]
+
+
+def _status(
+    app: str, query: str, entry: dict[str, Any], alive: Callable[[int], bool]
+) -> QueryStatus:
+    state = entry["state"]
+    if state in ("active", "restarting") and entry["pid"] and not alive(int(entry["pid"])):
+        state = "stopped (process gone)"
+    last: Mapping[str, Any] = entry.get("last") or {}
+    batches = entry["batches"].values()
+    return QueryStatus(
+        app=app,
+        query=query,
+        state=state,
+        batches=len(entry["batches"]),
+        last_batch_time=last.get("batch_time"),
+        input_rate=last.get("input_rate"),
+        process_rate=last.get("process_rate"),
+        lag=last.get("lag"),
+        watermark_delay_s=last.get("watermark_delay_s"),
+        state_rows=last.get("state_rows"),
+        quarantined=sum(int(batch.get("quarantined") or 0) for batch in batches),
+        late=sum(int(batch.get("late") or 0) for batch in batches),
+        restarts=entry["restarts"],
+        last_error=entry["error"],
+    )
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

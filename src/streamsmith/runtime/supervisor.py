@@ -1,0 +1,264 @@
+"""Supervise every query of a run: restart failures from their checkpoint, stop cleanly.
+
+Each output of each flow is one streaming query. When one fails, the others keep
+running; the failed one is restarted from its checkpoint after an exponential backoff
+(``supervisor.backoff``, doubling up to ``supervisor.max_backoff``). A query that fails
+``supervisor.max_retries + 1`` times in a row without completing a batch is given up:
+the others are stopped after their current batch and the run raises
+:class:`~streamsmith.runtime.runner.PipelineError` (the CLI exits 1). Every failure,
+restart and give-up is an event in the event log and a notification.
+
+The checkpoint makes a restart exactly-once: the batch that failed is planned again
+from the offsets it recorded, and the sinks recognise batches they already committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from streamsmith.config import parse_duration
+from streamsmith.io.postgres.dsn import dsn_secrets, resolve_dsn
+from streamsmith.monitor.lag import FileSourceProbe
+from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
+from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.runner import (
+    PipelineError,
+    QueryOutcome,
+    RunReport,
+    flow_frames,
+    output_frame,
+    start_output,
+    stop_gracefully,
+)
+
+log = logging.getLogger(__name__)
+
+_POLL_SECONDS = 0.5
+
+
+@dataclass
+class Supervised:
+    """One query of the run, across its restarts."""
+
+    output: Output
+    flow: FlowPlan
+    query: StreamingQuery | None = None
+    state: str = "starting"  # active, restarting, finished, failed, stopped
+    failures: int = 0  # in a row, without a completed batch in between
+    restart_at: float = 0.0
+    batches: int = 0
+    input_rows: int = 0
+    error: str | None = None
+    _seen: str = field(default="", repr=False)  # timestamp of the last progress tallied
+
+    def tally(self) -> None:
+        """Fold the current query's new progress into the run's totals (idempotent).
+
+        Spark keeps only the latest progress reports (100 by default), so new ones are
+        told apart by their timestamps, not by their position.
+        """
+        if self.query is None:
+            return
+        last = self.query.lastProgress
+        if last is None or str(last.timestamp) <= self._seen:
+            return
+        new = [p for p in self.query.recentProgress if str(p.timestamp) > self._seen]
+        if not new:
+            return
+        self.failures = 0  # it completed a trigger since it (re)started
+        self.batches += len(new)
+        self.input_rows += sum(int(p.numInputRows) for p in new)
+        self._seen = max(str(p.timestamp) for p in new)
+
+
+class Supervisor:
+    """Runs a plan's queries, restarting failed ones; see the module docstring."""
+
+    def __init__(self, spark: SparkSession, plan: Plan, monitor: Monitor, dsn: str) -> None:
+        self.spark = spark
+        self.plan = plan
+        self.monitor = monitor
+        self.spec = plan.spec.supervisor
+        self.dsn = dsn
+        self.slots = [Supervised(output, flow) for flow in plan.flows for output in flow.outputs]
+
+    def health(self) -> dict[str, str]:
+        """Each query's state, for ``/health``."""
+        return {slot.output.spark_name: slot.state for slot in self.slots}
+
+    def start_all(self) -> None:
+        """Start every query; if one cannot start, stop those already started."""
+        try:
+            for flow in self.plan.flows:
+                frames = flow_frames(self.spark, flow, self.plan.root, streaming=True)
+                for slot in self.slots:
+                    if slot.flow is flow:
+                        self._start(slot, output_frame(frames, slot.output))
+        except BaseException:
+            stop_gracefully([s.query for s in self.slots if s.query is not None], 0)
+            raise
+
+    def _start(self, slot: Supervised, frame: object) -> None:
+        slot.query = start_output(self.spark, frame, slot.output, slot.flow, self.plan, self.dsn)  # type: ignore[arg-type]
+        slot.state = "active"
+
+    def _restart(self, slot: Supervised) -> None:
+        """Start the query again; failing to start (its database still down, say) is
+        one more failure of the query, with the same backoff and retry budget."""
+        self.monitor.record(
+            {"event": "restart", "query": slot.output.spark_name, "attempt": slot.failures}
+        )
+        try:
+            frames = flow_frames(self.spark, slot.flow, self.plan.root, streaming=True)
+            self._start(slot, output_frame(frames, slot.output))
+        except Exception as exc:
+            log.warning("restarting %s failed", slot.output.query_name, exc_info=True)
+            self._failed(slot, f"restart failed: {_message(exc)}")
+
+    def step(self) -> bool:
+        """Check every query once; False when the run is over (done or given up)."""
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.state == "restarting" and now >= slot.restart_at:
+                self._restart(slot)
+            query = slot.query
+            if query is None or slot.state != "active":
+                continue
+            slot.tally()
+            exception = query.exception()
+            if exception is not None:
+                self._failed(slot, _message(exception))
+            elif not query.isActive:
+                if slot.output.trigger.terminates:
+                    slot.state = "finished"
+                else:  # an always-on query ended without an error, and nobody asked
+                    slot.state = "failed"
+                    slot.error = "stopped unexpectedly (without an error)"
+        if any(slot.state == "failed" for slot in self.slots):
+            return False
+        return any(slot.state in ("active", "restarting") for slot in self.slots)
+
+    def _failed(self, slot: Supervised, message: str) -> None:
+        message = self.monitor.log.redact(message)  # it is logged, raised and notified
+        slot.failures += 1
+        slot.query = None
+        slot.error = message
+        name = slot.output.spark_name
+        self.monitor.record(
+            {"event": "failure", "query": name, "attempt": slot.failures, "message": message}
+        )
+        if slot.failures > self.spec.max_retries:
+            slot.state = "failed"
+            self.monitor.record(
+                {
+                    "event": "gave_up",
+                    "query": name,
+                    "attempt": slot.failures,
+                    "message": f"failed {slot.failures} times in a row: {message}",
+                }
+            )
+            return
+        backoff = parse_duration(self.spec.backoff) * 2 ** (slot.failures - 1)
+        delay = min(backoff, parse_duration(self.spec.max_backoff))
+        log.warning("query %s failed (%s); restarting in %.1f s", name, message, delay)
+        slot.state = "restarting"
+        slot.restart_at = time.monotonic() + delay
+
+    def wait(self) -> None:
+        """Block until a query ends or the poll interval passes."""
+        active = [s.query for s in self.slots if s.query is not None and s.state == "active"]
+        if not active:
+            time.sleep(_POLL_SECONDS)
+            return
+        try:
+            active[0].awaitTermination(_POLL_SECONDS)  # type: ignore[arg-type]  # float seconds
+        except StreamingQueryException:
+            return  # read again from query.exception() by the next step
+
+    def stop(self, timeout_seconds: float) -> None:
+        """Stop every running query after its current batch (see ``stop_gracefully``)."""
+        stop_gracefully([s.query for s in self.slots if s.query is not None], timeout_seconds)
+        for slot in self.slots:
+            slot.tally()
+            if slot.state in ("active", "restarting"):
+                slot.state = "stopped"
+
+    def report(self) -> RunReport:
+        return RunReport(
+            [
+                QueryOutcome(
+                    slot.output.query_name,
+                    slot.batches,
+                    slot.input_rows,
+                    slot.error if slot.state == "failed" else None,
+                )
+                for slot in self.slots
+            ]
+        )
+
+
+def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = None) -> RunReport:
+    """Run every flow until its trigger ends it, ``stop`` is set, or a query is given up.
+
+    Raises :class:`PipelineError` naming every query that failed for good.
+    """
+    stop = stop or threading.Event()
+    dsn = resolve_dsn(plan.spec) if any(o.kind == "postgres" for o in plan.outputs) else ""
+    monitor = plan_monitor(plan, dsn)
+    supervisor = Supervisor(spark, plan, monitor, dsn)
+    monitor.attach(spark, supervisor.health)
+    timeout = parse_duration(plan.spec.graceful_stop_timeout)
+    monitor.record({"event": "run_started", "message": f"{len(supervisor.slots)} queries"})
+    try:
+        supervisor.start_all()
+        while supervisor.step():
+            if stop.is_set():
+                log.info("stop requested: stopping queries after their current batch")
+                break
+            supervisor.wait()
+    finally:
+        supervisor.stop(timeout)
+        report = supervisor.report()
+        flush_listener_bus(spark)
+        monitor.record({"event": "run_ended", "message": _summary(report)})
+        monitor.detach(spark)
+    if report.failed:
+        raise PipelineError(
+            "; ".join(f"query {outcome.name} failed: {outcome.error}" for outcome in report.failed)
+        )
+    return report
+
+
+def plan_monitor(plan: Plan, dsn: str = "") -> Monitor:
+    """The monitor of a plan's queries; ``dsn`` (a secret) is redacted from its events."""
+    triggers = {output.spark_name: output.trigger.interval_seconds for output in plan.outputs}
+    return Monitor(plan.spec, plan.root, triggers, dsn_secrets(dsn), file_probes(plan))
+
+
+def file_probes(plan: Plan) -> dict[str, FileSourceProbe]:
+    """Where each query reading files reads, so the monitor can measure its backlog."""
+    return {
+        output.spark_name: FileSourceProbe(
+            flow.source_path, output.checkpoint, flow.source.glob, flow.source.recursive
+        )
+        for flow in plan.flows
+        if flow.source.is_file_source and flow.source_path is not None
+        for output in flow.outputs
+    }
+
+
+def _message(exception: object) -> str:
+    return first_line(getattr(exception, "desc", None) or str(exception))
+
+
+def _summary(report: RunReport) -> str:
+    failed = len(report.failed)
+    rows = sum(query.input_rows for query in report.queries)
+    return f"{len(report.queries)} queries, {rows} input rows, {failed} failed"

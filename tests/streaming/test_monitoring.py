@@ -1,0 +1,173 @@
+"""The monitor and the supervisor on real queries: the event log against Spark's own
+progress, counts that reconcile, metrics, the Kafka copy, restarts, give-ups and
+notifications."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+from typer.testing import CliRunner
+
+from receivers import notification_receivers
+from streamsmith.apps import get_app
+from streamsmith.cli import cli
+from streamsmith.config import Trigger, load_spec
+from streamsmith.generate.activity import activity_data
+from streamsmith.generate.events import Knobs
+from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.lake import read_table, table_path
+from streamsmith.monitor.eventlog import read_events
+from streamsmith.monitor.recorder import flush_listener_bus
+from streamsmith.runtime.app import App, FlowDefinition
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import PipelineError, run_pipeline
+from streamsmith.runtime.supervisor import plan_monitor
+from streamsmith.testing import ChunkRunner
+
+
+def test_event_log_matches_recent_progress_and_reconciles(
+    spark: SparkSession,
+    tmp_path: Path,
+    pg_dsn: str,
+    broker: EmbeddedBroker,
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STREAMSMITH_PG_DSN", pg_dsn)
+    data = activity_data(
+        users=6, events=300, chunks=3, seed=21,
+        knobs=Knobs(duplicates=0.1, late=0.2, too_late=0.05, corrupt=0.03),
+    )  # fmt: skip
+    labels = data.label_counts
+    assert labels["too_late"] and labels["corrupt"]
+    app = get_app("activity")
+    sets = [
+        "monitor.metrics_port=0",
+        f"kafka.bootstrap_servers={broker.bootstrap}",
+        f"monitor.kafka_topic={topic}",
+    ]
+    plan = build_plan(
+        app,
+        load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path)),
+        Trigger("interval", 0.0),
+    )
+    monitor = plan_monitor(plan, pg_dsn)
+    monitor.attach(spark, lambda: {"all": "active"})
+    assert monitor.server is not None
+    with ChunkRunner(spark, plan) as runner:
+        for chunk in data.chunks:
+            runner.send(chunk)
+    flush_listener_bus(spark)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{monitor.server.port}/metrics").read()
+    health = urllib.request.urlopen(f"http://127.0.0.1:{monitor.server.port}/health").read()
+    monitor.detach(spark)
+
+    events = [e for e in read_events(tmp_path, "activity") if e["event"] == "progress"]
+    logged = {(e["query"], e["batch_id"]): e for e in events}
+    for output, query in runner.queries:
+        # Spark also lists idle triggers (no batch ran); the log has them as "idle" events.
+        progress = [p for p in query.recentProgress if "addBatch" in p.durationMs]
+        assert progress, output.spark_name
+        for p in progress:
+            record = logged[(output.spark_name, p.batchId)]
+            assert record["query_id"] == str(p.id) and record["input_rows"] == p.numInputRows
+            assert record["batch_ms"] == p.durationMs["triggerExecution"]
+            assert record["state_rows"] == sum(op.numRowsTotal for op in p.stateOperators)
+            watermark = p.eventTime.get("watermark", "1970-01-01T00:00:00.000Z")
+            assert (record["watermark"] or "1970-01-01T00:00:00.000Z") == watermark
+        assert len([key for key in logged if key[0] == output.spark_name]) == len(progress)
+
+    def total(query: str, field: str) -> int:
+        return sum(int(e[field] or 0) for e in events if e["query"] == query)
+
+    # in = counted + quarantined + late + deduplicated, from the event log alone
+    assert total("activity.user_counts", "input_rows") == len(data.delivered)
+    assert total("activity.user_counts.quarantine", "quarantined") == labels["corrupt"]
+    assert total("activity.user_counts.late", "late") == labels["too_late"]
+    late_table = read_table(spark, table_path(tmp_path, "user_counts_late")).count()
+    assert late_table == labels["too_late"]
+    assert json.loads(health) == {"healthy": True, "queries": {"all": "active"}}
+    lines = metrics.decode().splitlines()
+    rows_metric = 'streamsmith_input_rows_total{app="activity",query="activity.user_counts"}'
+    assert f"{rows_metric} {float(len(data.delivered))}" in lines
+
+    register_kafka_source(spark)
+    forwarded = [
+        json.loads(row.value)
+        for row in spark.read.format(SOURCE_NAME)
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .collect()
+    ]
+    assert len(forwarded) == len(read_events(tmp_path, "activity"))
+    assert Counter(e["event"] for e in forwarded)["progress"] == len(events)
+
+
+LINES = StructType([StructField("value", StringType())])
+
+
+def _explode_on_boom(frame: DataFrame) -> DataFrame:
+    """Fails every batch holding the line ``boom``, with a message quoting a secret."""
+    failing = F.when(
+        F.col("value") == "boom", F.raise_error(F.lit("upstream refused password s3cret-pw"))
+    )
+    return frame.select(F.coalesce(failing.cast("string"), F.col("value")).alias("line"))
+
+
+FAULTY = App(
+    name="faulty",
+    description="a flow that fails on a poison line",
+    flows=(FlowDefinition(name="lines", transform=_explode_on_boom, quarantine=False),),
+    default_spec={
+        "app": "faulty",
+        "sources": {"lines": {"format": "text", "path": "input"}},
+        "flows": {"lines": {"source": "lines", "sink": {"table": "lines"}}},
+    },
+)
+
+
+def test_supervisor_retries_then_gives_up_and_tells_everyone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input/a.txt").write_text("ok\nboom\n")
+    with notification_receivers() as received:
+        sets = [
+            "supervisor.max_retries=2",
+            "supervisor.backoff=100ms",
+            "postgres.dsn=host=db user=app password=s3cret-pw",
+            *received.spec_sets(),
+        ]
+        spec = load_spec(FAULTY.default_spec, sets=sets, storage_root=str(tmp_path))
+        with pytest.raises(PipelineError, match=r"query faulty\.lines failed: .*\*\*\*"):
+            run_pipeline(spark, build_plan(FAULTY, spec, Trigger("available-now")))
+        assert received.wait_for(lambda r: "gave_up" in r.events())
+        assert received.wait_for(lambda r: len(r.mails) == len(r.posts))
+
+    events = read_events(tmp_path, "faulty")
+    kinds = [e["event"] for e in events if e.get("query") == "faulty.lines"]
+    assert Counter(kinds)["failure"] == 3 and Counter(kinds)["restart"] == 2
+    assert kinds[-1] == "gave_up" or "gave_up" in kinds
+    assert received.events() == ["failure", "restart", "failure", "restart", "failure", "gave_up"]
+    assert [post["attempt"] for post in received.posts[:2]] == [1, 1]
+    assert received.mails[-1]["Subject"] == "[streamsmith] faulty: gave_up in faulty.lines"
+    log_text = "".join(p.read_text() for p in (tmp_path / "_monitor/events").iterdir())
+    assert "s3cret-pw" not in log_text and "upstream refused password ***" in log_text
+    assert all("s3cret-pw" not in json.dumps(post) for post in received.posts)
+
+    result = CliRunner().invoke(
+        cli, ["status", "faulty", "--root", str(tmp_path), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    (status,) = [json.loads(line) for line in result.output.splitlines()]
+    assert (status["state"], status["restarts"]) == ("failed", 2)
+    assert "***" in status["last_error"] and "s3cret" not in result.output

@@ -1,0 +1,185 @@
+"""The monitor's pure parts: progress records, lag, SLO alerts, status, the event log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamsmith.config import AlertRules, load_spec
+from streamsmith.monitor.alerts import SloWatch
+from streamsmith.monitor.eventlog import EventLog, read_events
+from streamsmith.monitor.lag import FileSourceProbe, processed_files
+from streamsmith.monitor.metrics import QueryMetrics, health_body
+from streamsmith.monitor.notify import notification_text
+from streamsmith.monitor.progress import progress_record
+from streamsmith.monitor.recorder import spec_secrets
+from streamsmith.monitor.status import query_statuses
+
+KAFKA_PROGRESS: dict[str, Any] = {
+    "id": "q-1",
+    "runId": "r-1",
+    "name": "signals.signal_windows",
+    "timestamp": "2026-11-23T10:00:30.000Z",
+    "batchId": 7,
+    "numInputRows": 120,
+    "inputRowsPerSecond": 40.0,
+    "processedRowsPerSecond": "NaN",
+    "durationMs": {"triggerExecution": 2500, "addBatch": 2000},
+    "eventTime": {"watermark": "2026-11-23T09:50:00.000Z", "max": "2026-11-23T10:00:00.000Z"},
+    "stateOperators": [
+        {"numRowsTotal": 30, "memoryUsedBytes": 1000, "numRowsDroppedByWatermark": 2},
+        {"numRowsTotal": 5, "memoryUsedBytes": 24, "numRowsDroppedByWatermark": 1},
+    ],
+    "sources": [
+        {
+            "description": "streamsmith_kafka[subscribe=signals]",
+            "startOffset": {"signals": {"0": 10, "1": 20}},
+            "endOffset": {"signals": {"0": 50, "1": 90}},
+            "latestOffset": {"signals": {"0": 80, "1": 90, "2": 7}},
+        }
+    ],
+    "observedMetrics": {"quarantine": {"rows": 4}},
+}
+
+
+def test_progress_record_flattens_what_operators_look_at() -> None:
+    record = progress_record(KAFKA_PROGRESS)
+    assert record["query"] == "signals.signal_windows" and record["batch_id"] == 7
+    assert record["input_rows"] == 120 and record["input_rate"] == 40.0
+    assert record["process_rate"] is None  # Spark's NaN: no rate for this batch
+    assert record["batch_ms"] == 2500
+    assert record["watermark_delay_s"] == 630.0  # 10:00:30 - 09:50:00
+    assert record["state_rows"] == 35 and record["state_memory_bytes"] == 1024
+    assert record["dropped_by_watermark"] == 3
+    assert record["quarantined"] == 4 and record["late"] is None
+    # latest - processed per partition; a new partition counts from 0
+    assert record["lag"] == 30 + 0 + 7
+    source = json.loads(record["sources"])[0]
+    assert source["lag_partitions"] == {"signals-0": 30, "signals-1": 0, "signals-2": 7}
+    assert json.loads(record["progress"]) == KAFKA_PROGRESS
+
+
+def test_no_watermark_yet_means_no_delay() -> None:
+    progress = {**KAFKA_PROGRESS, "eventTime": {"watermark": "1970-01-01T00:00:00.000Z"}}
+    progress["sources"] = [{"description": "FileStreamSource", "endOffset": {"logOffset": 3}}]
+    record = progress_record(progress)
+    assert record["watermark"] is None and record["watermark_delay_s"] is None
+    assert record["lag"] is None  # the monitor measures file backlogs itself
+
+
+def test_file_backlog_counts_unread_files_after_compaction(tmp_path: Path) -> None:
+    inbox, log = tmp_path / "in", tmp_path / "cp/sources/0"
+    inbox.mkdir()
+    log.mkdir(parents=True)
+    files = []
+    for number in range(5):
+        path = inbox / f"f{number}.json"
+        path.write_text("x" * (number + 1))
+        files.append(path)
+    (inbox / ".f9.json.tmp").write_text("hidden: Spark skips it")
+
+    def entry(path: Path, batch: int) -> str:
+        return json.dumps({"path": f"file://{path}", "timestamp": 1, "batchId": batch})
+
+    (log / "0").write_text("v1\n" + entry(files[0], 0))
+    (log / "1.compact").write_text("v1\n" + entry(files[0], 0) + "\n" + entry(files[1], 1))
+    (log / "2").write_text("v1\n" + entry(files[2], 2))
+    assert processed_files(log) == {str(files[0]), str(files[1]), str(files[2])}
+    backlog = FileSourceProbe(inbox, tmp_path / "cp").backlog()
+    assert (backlog.files, backlog.bytes) == (2, 4 + 5)
+    assert FileSourceProbe(inbox, tmp_path / "cp", glob="f4*").backlog().files == 1
+
+
+def _progress(query: str, batch: int, **values: Any) -> dict[str, Any]:
+    base = {"event": "progress", "query": query, "batch_id": batch, "input_rows": 100}
+    return {**base, **values}
+
+
+def test_slo_alerts_fire_once_per_episode() -> None:
+    rules = AlertRules(falling_behind_batches=2, max_lag=50, max_quarantine_ratio=0.1)
+    watch = SloWatch(rules, {"q": 5.0})
+    behind = {"input_rate": 200.0, "process_rate": 100.0}
+    assert watch.observe(_progress("q", 0, **behind)) == []  # one batch behind: not yet
+    fired = watch.observe(_progress("q", 1, **behind, lag=80, batch_ms=6000))
+    assert sorted(alert.rule for alert in fired) == ["falling_behind", "lag", "slow_batch"]
+    assert watch.observe(_progress("q", 2, **behind, lag=90, batch_ms=7000)) == []  # still
+    assert watch.observe(_progress("q", 3, input_rate=50.0, process_rate=100.0)) == []
+    again = watch.observe(_progress("q", 4, lag=60, quarantined=20))
+    assert sorted(alert.rule for alert in again) == ["lag", "quarantine_rate"]
+    assert "20 of 100" in next(a.message for a in again if a.rule == "quarantine_rate")
+
+
+def test_watermark_delay_rule() -> None:
+    watch = SloWatch(AlertRules(max_watermark_delay="15m"), {})
+    assert watch.observe(_progress("q", 0, watermark_delay_s=600.0)) == []
+    (alert,) = watch.observe(_progress("q", 1, watermark_delay_s=1200.0))
+    assert alert.rule == "watermark_delay" and "1200 s" in alert.message
+
+
+def test_status_folds_restarts_failures_and_dead_processes() -> None:
+    events = [
+        {"event": "started", "app": "a", "query": "q1", "pid": 1},
+        _progress("q1", 0, app="a", query_id="x", quarantined=2, late=1),
+        {"event": "failure", "app": "a", "query": "q1", "pid": 1, "message": "db down"},
+        {"event": "restart", "app": "a", "query": "q1", "pid": 1},
+        _progress("q1", 0, app="a", query_id="x", quarantined=2, late=1),  # replayed batch
+        _progress("q1", 1, app="a", query_id="x", quarantined=3, lag=4, batch_time="T"),
+        {"event": "started", "app": "a", "query": "q2", "pid": 2},
+        {"event": "terminated", "app": "a", "query": "q2", "message": "boom"},
+        {"event": "started", "app": "b", "query": "q3", "pid": 3},
+    ]
+    statuses = {s.query: s for s in query_statuses(events, alive=lambda pid: pid == 1)}
+    q1 = statuses["q1"]
+    assert (q1.state, q1.batches, q1.quarantined, q1.late) == ("active", 2, 5, 1)
+    assert (q1.restarts, q1.last_error, q1.lag, q1.last_batch_time) == (1, "db down", 4, "T")
+    assert (statuses["q2"].state, statuses["q2"].last_error) == ("failed", "boom")
+    assert statuses["q3"].state == "stopped (process gone)"
+
+
+def test_event_log_redacts_secrets_and_skips_a_torn_last_line(tmp_path: Path) -> None:
+    log = EventLog(tmp_path, "app", secrets=["postgresql://u:s3cret-pw@h/db", "s3cret-pw"])
+    log.write({"event": "failure", "query": "q", "message": "auth s3cret-pw failed"})
+    log.write({"event": "x", "message": 'dsn "postgresql://u:s3cret-pw@h/db"'})
+    with log.path.open("a") as file:
+        file.write('{"event": "progress", "query')  # killed mid-write
+    events = read_events(tmp_path, "app")
+    assert [e["message"] for e in events] == ["auth *** failed", 'dsn "***"']
+    assert "s3cret" not in log.path.read_text()
+    assert events[0]["app"] == "app" and events[0]["pid"] > 0
+
+
+def test_spec_secrets_cover_dsn_webhook_and_kafka_passwords() -> None:
+    spec = load_spec(
+        {"app": "x", "sources": {"s": {"format": "text", "path": "in"}},
+         "flows": {"f": {"source": "s", "sink": {"table": "t"}}}},
+        sets=["postgres.dsn=host=h password=pw1", "notify.webhook=http://h/hook?token=tok2",
+              "kafka.options.sasl.password=pw3"],
+    )  # fmt: skip
+    assert spec_secrets(spec) == ["host=h password=pw1", "pw1", "http://h/hook?token=tok2", "pw3"]
+
+
+def test_metrics_and_health() -> None:
+    metrics = QueryMetrics("app")
+    metrics.update({"event": "started", "query": "q"})
+    metrics.update(_progress("q", 3, input_rate=5.0, lag=7, quarantined=2))
+    metrics.update(_progress("q", 4, quarantined=3))
+    text = metrics.exposition().decode()
+    assert 'streamsmith_source_lag{app="app",query="q"} 7.0' in text
+    assert 'streamsmith_quarantined_rows_total{app="app",query="q"} 5.0' in text
+    assert 'streamsmith_query_up{app="app",query="q"} 1.0' in text
+    assert health_body({"q": "active", "r": "finished"})[0] == 200
+    status, body = health_body({"q": "active", "r": "restarting"})
+    assert status == 503 and body["queries"]["r"] == "restarting"
+
+
+@pytest.mark.parametrize("event", ["failure", "alert"])
+def test_notification_text_names_app_query_and_reason(event: str) -> None:
+    subject, body = notification_text(
+        {"event": event, "app": "a", "query": "q", "rule": "lag" if event == "alert" else None,
+         "message": "why"}
+    )  # fmt: skip
+    assert subject == f"[streamsmith] a: {'lag' if event == 'alert' else event} in q"
+    assert "message: why" in body

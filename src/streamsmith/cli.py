@@ -274,6 +274,74 @@ def status(
     _print_rows(rows, list(statuses[0].as_dict()), f"queries under {storage}", fmt)
 
 
+checkpoint_cli = typer.Typer(help="Inspect an app's checkpoints.", no_args_is_help=True)
+cli.add_typer(checkpoint_cli, name="checkpoint")
+
+
+@checkpoint_cli.command("show")
+def checkpoint_show(
+    app: str,
+    flow: Annotated[str | None, typer.Argument(help="Only this flow's queries.")] = None,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    rows: Annotated[int, typer.Option("--rows", help="State rows to print per store.")] = 5,
+) -> None:
+    """Offsets, commits, last batch, and the state stores' metadata and contents."""
+    import json
+
+    from streamsmith.runtime.checkpoints import show_checkpoint
+    from streamsmith.runtime.plan import build_plan
+
+    application, pipeline = _spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    flows = [f for f in plan.flows if flow is None or f.name == flow]
+    if not flows:
+        raise UserError(f"app {app} has no flow {flow!r}: see `streamsmith dry-run {app}`")
+    spark = _session(pipeline, "checkpoint")
+    for output in (o for f in flows for o in f.outputs):
+        view = show_checkpoint(spark, output, rows)
+        say(f"{view.query}: {view.path}")
+        if not view.exists:
+            say("  no checkpoint yet")
+            continue
+        say(f"  query id {view.query_id}; last batch {view.last_batch}, "
+            f"last committed {view.last_commit}")  # fmt: skip
+        if view.last_batch != view.last_commit:
+            say(f"  batch {view.last_batch} is planned but not committed: it runs again on start")
+        for number, offsets in enumerate(view.offsets):
+            say(f"  source {number} offsets: {json.dumps(offsets)}")
+        for operator, sample in zip(view.operators, view.state_rows, strict=True):
+            say(f"  state: operator {operator['operatorId']} {operator['operatorName']} "
+                f"store {operator['stateStoreName']}, {operator['numPartitions']} partitions, "
+                f"batches {operator['minBatchId']}..{operator['maxBatchId']}, "
+                f"{operator['rows']} rows")  # fmt: skip
+            for row in sample:
+                say(f"    {json.dumps(row, default=str)}")
+
+
+@cli.command("check-upgrade")
+def check_upgrade(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+) -> None:
+    """Say per query whether the current code resumes its checkpoint safely or needs
+    --full-refresh, by Spark's rules for changes between restarts; exits 1 if any does."""
+    from streamsmith.runtime import checkpoints
+    from streamsmith.runtime.plan import build_plan
+
+    application, pipeline = _spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    spark = _session(pipeline, "check-upgrade")
+    verdicts = checkpoints.check_upgrade(spark, plan)
+    for verdict in verdicts:
+        say(f"{verdict.query}: {verdict.summary}")
+    if any(not verdict.resumable for verdict in verdicts):
+        raise typer.Exit(1)
+
+
 @cli.command("query")
 def query(
     sql: str,

@@ -27,6 +27,7 @@ from streamsmith.io.postgres.sink import PostgresTarget, reset_target
 from streamsmith.io.sinks import start_memory_stream, start_postgres_stream, start_topic_stream
 from streamsmith.io.sources import read_source
 from streamsmith.monitor.progress import QUARANTINE_METRIC
+from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.late import start_late_stream
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted, quarantined
@@ -134,9 +135,19 @@ class _QueryArgs(TypedDict):
 def start_output(
     spark: SparkSession, frame: DataFrame, output: Output, flow: FlowPlan, plan: Plan, dsn: str
 ) -> StreamingQuery:
-    """Start the streaming query of one output of ``flow``, writing ``frame``."""
+    """Start the streaming query of one output of ``flow``, writing ``frame``; record
+    the fingerprint ``check-upgrade`` compares the next version of the code with."""
+    print_ = fingerprint(frame, output, flow)
     if output.kind == "quarantine":
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
+    query = _start_query(spark, frame, output, flow, plan, dsn)
+    record_fingerprint(output.checkpoint, print_)
+    return query
+
+
+def _start_query(
+    spark: SparkSession, frame: DataFrame, output: Output, flow: FlowPlan, plan: Plan, dsn: str
+) -> StreamingQuery:
     common = _QueryArgs(
         name=output.query_name, checkpoint=output.checkpoint, trigger=output.trigger
     )

@@ -1,0 +1,304 @@
+"""Checkpoint tools: what a query's checkpoint holds, and whether new code can resume it.
+
+Every time streamsmith starts a query it writes a *fingerprint* next to Spark's files
+(``<checkpoint>/streamsmith-flow.json``): the source and its input, the sink, the output
+schema and the stateful operators of the query's plan (from Spark's analyzed plan,
+without expression ids). ``check-upgrade`` computes the same fingerprint from the
+current code and compares the two by Spark's rules for changes between restarts
+("Recovery Semantics after Changes in a Streaming Query"):
+
+- the type of source and its input (files, subscribed topics) may not change;
+  rate limits may;
+- the stateful operators (aggregations, deduplication, stream-stream joins, arbitrary
+  state) may not change their keys, their aggregates or their kind, since the state
+  stored in the checkpoint would no longer fit; the watermark delay may change;
+- filters, projections and other stateless steps may change as long as the sink accepts
+  the output schema: a lake table or a PostgreSQL table does not accept a new schema;
+- a file sink may become a Kafka sink, not the reverse; Kafka topics and ``foreachBatch``
+  sinks (PostgreSQL, late events) may be switched; a lake table may not move.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from streamsmith.runtime.plan import FlowPlan, Output, Plan
+
+FINGERPRINT_FILE = "streamsmith-flow.json"
+FINGERPRINT_VERSION = 1
+
+# Logical operators that keep state in a streaming query (when fed by a stream).
+_STATEFUL = {
+    "Aggregate",
+    "Deduplicate",
+    "DeduplicateWithinWatermark",
+    "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState",
+    "TransformWithState",
+    "TransformWithStateInPySpark",
+}
+# foreachBatch-style sinks Spark lets a query switch between (and to Kafka).
+_FOREACH_SINKS = {"postgres", "late", "topic"}
+
+
+# ---------------------------------------------------------------------------------------
+# Fingerprints
+
+
+def fingerprint(frame: DataFrame, output: Output, flow: FlowPlan) -> dict[str, Any]:
+    """What about a query decides whether its checkpoint can be resumed."""
+    source = flow.source
+    if source.is_file_source:
+        where = str(flow.source_path)
+    else:
+        keys = ("subscribe", "subscribepattern", "assign")
+        where = ";".join(f"{k}={v}" for k, v in source.options.items() if k.lower() in keys)
+    return {
+        "version": FINGERPRINT_VERSION,
+        "query": output.query_name,
+        "source": {"format": source.format, "input": where},
+        "sink": {"kind": output.kind, "target": _target(output), "mode": output.output_mode},
+        "output_schema": [[f.name, f.dataType.simpleString()] for f in frame.schema.fields],
+        "stateful": stateful_operators(frame),
+    }
+
+
+def _target(output: Output) -> str:
+    return str(output.path) if output.path is not None else output.table
+
+
+def record_fingerprint(checkpoint: Path, print_: dict[str, Any]) -> None:
+    """Keep the fingerprint of the code that is now running this checkpoint."""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    staging = checkpoint / f".{FINGERPRINT_FILE}.tmp"
+    staging.write_text(json.dumps(print_, indent=1), encoding="utf-8")
+    staging.replace(checkpoint / FINGERPRINT_FILE)
+
+
+def stored_fingerprint(checkpoint: Path) -> dict[str, Any] | None:
+    path = checkpoint / FINGERPRINT_FILE
+    if not path.is_file():
+        return None
+    stored: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return stored
+
+
+def stateful_operators(frame: DataFrame) -> list[dict[str, Any]]:
+    """The stateful operators of a streaming frame's analyzed plan, outermost first."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        children = [node.children().apply(i) for i in range(node.children().size())]
+        name = str(node.nodeName())
+        streaming_join = (
+            name == "Join" and len(children) == 2 and all(c.isStreaming() for c in children)
+        )
+        if node.isStreaming() and (name in _STATEFUL or streaming_join):
+            definition = _normalise(str(node.simpleString(100)))
+            operator: dict[str, Any] = {"operator": name, "definition": definition}
+            if name == "Aggregate":  # its output: grouping keys and aggregate results
+                fields = node.schema().fields()
+                operator["types"] = [str(f.dataType().simpleString()) for f in fields]
+            found.append(operator)
+        for child in children:
+            walk(child)
+
+    walk(frame._jdf.queryExecution().analyzed())
+    return found
+
+
+def _normalise(text: str) -> str:
+    """An operator's text without what may change between runs: expression ids,
+    watermark delays, aliases and watermark ids."""
+    text = text.lstrip("~")
+    text = re.sub(r"#\d+L?", "", text)
+    text = re.sub(r"-T\d+ms", "", text)
+    text = re.sub(r" AS [^,\]\)]+", "", text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts
+
+
+@dataclass
+class Verdict:
+    """Whether a query's checkpoint can be resumed by the current code, and why not."""
+
+    query: str
+    resumable: bool
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        if not self.resumable:
+            return "needs --full-refresh: " + "; ".join(self.reasons)
+        extra = f" ({'; '.join(self.notes)})" if self.notes else ""
+        return "resumes safely" + extra
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> Verdict:
+    """Spark's rules for changes between restarts, applied to two fingerprints."""
+    verdict = Verdict(str(new["query"]), True)
+    reasons, notes = verdict.reasons, verdict.notes
+    if old["source"]["format"] != new["source"]["format"]:
+        reasons.append(
+            f"the source changed from {old['source']['format']} to {new['source']['format']}: "
+            "the stored offsets belong to the old one"
+        )
+    elif old["source"]["input"] != new["source"]["input"]:
+        reasons.append(
+            f"the source input changed ({old['source']['input']} -> {new['source']['input']}): "
+            "Spark's results over the stored offsets would be unpredictable"
+        )
+    reasons += _sink_changes(old["sink"], new["sink"], old["output_schema"], new["output_schema"])
+    reasons += _state_changes(old["stateful"], new["stateful"])
+    if not reasons and old["output_schema"] != new["output_schema"]:
+        notes.append("the output schema changed; the sink accepts it")
+    if not reasons and old["sink"]["target"] != new["sink"]["target"]:
+        notes.append(f"output moves to {new['sink']['target']}: it gets new results only")
+    verdict.resumable = not reasons
+    return verdict
+
+
+def _sink_changes(
+    old: dict[str, str], new: dict[str, str], old_schema: list[Any], new_schema: list[Any]
+) -> list[str]:
+    kinds = (old["kind"], new["kind"])
+    if kinds[0] != kinds[1]:
+        allowed = kinds in {("table", "topic")} or set(kinds) <= _FOREACH_SINKS
+        if kinds[1] == "memory" or kinds[0] == "memory":
+            allowed = True  # memory outputs rebuild from scratch every run anyway
+        if not allowed:
+            return [f"the sink changed from {kinds[0]} to {kinds[1]}, which Spark does not allow"]
+        return []
+    if new["kind"] in ("table", "quarantine", "late") and old["target"] != new["target"]:
+        return [f"the lake table moved ({old['target']} -> {new['target']}): a file sink's "
+                "output directory may not change"]  # fmt: skip
+    if new["kind"] in ("table", "quarantine", "postgres") and old_schema != new_schema:
+        return [f"the output schema changed ({_columns(old_schema)} -> {_columns(new_schema)}) "
+                f"and the {new['kind']} sink keeps the old one"]  # fmt: skip
+    return []
+
+
+def _state_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    if [op["operator"] for op in old] != [op["operator"] for op in new]:
+        before = ", ".join(op["operator"] for op in old) or "none"
+        after = ", ".join(op["operator"] for op in new) or "none"
+        return [f"the stateful operators changed ({before} -> {after})"]
+    reasons = []
+    for number, (was, now) in enumerate(zip(old, new, strict=True), start=1):
+        name = f"stateful operator {number} ({now['operator']})"
+        if was["definition"] != now["definition"]:
+            reasons.append(
+                f"{name} changed its keys or aggregates: `{was['definition']}` -> "
+                f"`{now['definition']}`"
+            )
+        elif was.get("types") != now.get("types"):
+            reasons.append(
+                f"{name} changed its state schema: {was.get('types')} -> {now.get('types')}"
+            )
+    return reasons
+
+
+def _columns(schema: list[Any]) -> str:
+    return ", ".join(f"{name} {kind}" for name, kind in schema)
+
+
+def check_upgrade(spark: SparkSession, plan: Plan) -> list[Verdict]:
+    """A verdict for every query of ``plan`` against its existing checkpoint."""
+    from streamsmith.runtime.runner import flow_frames, output_frame
+
+    verdicts = []
+    for flow in plan.flows:
+        frames = flow_frames(spark, flow, plan.root, streaming=True)
+        for output in flow.outputs:
+            new = fingerprint(output_frame(frames, output), output, flow)
+            verdicts.append(_verdict(output, new))
+    return verdicts
+
+
+def _verdict(output: Output, new: dict[str, Any]) -> Verdict:
+    if output.kind == "memory":
+        return Verdict(output.query_name, True, notes=["memory tables are rebuilt every run"])
+    if not (output.checkpoint / "offsets").is_dir():
+        return Verdict(output.query_name, True, notes=["no checkpoint yet: starts fresh"])
+    old = stored_fingerprint(output.checkpoint)
+    if old is None:
+        return Verdict(
+            output.query_name,
+            False,
+            reasons=[
+                "the checkpoint has no fingerprint (written before streamsmith recorded "
+                "them): it cannot be checked"
+            ],
+        )
+    return compare(old, new)
+
+
+# ---------------------------------------------------------------------------------------
+# Showing a checkpoint
+
+
+@dataclass
+class CheckpointView:
+    """What ``checkpoint show`` prints for one query."""
+
+    query: str
+    path: Path
+    exists: bool
+    query_id: str | None = None
+    last_batch: int | None = None
+    last_commit: int | None = None
+    offsets: list[Any] = field(default_factory=list)
+    operators: list[dict[str, Any]] = field(default_factory=list)
+    state_rows: list[list[dict[str, Any]]] = field(default_factory=list)
+
+
+def show_checkpoint(spark: SparkSession, output: Output, rows: int = 10) -> CheckpointView:
+    """Offsets, commits, last batch and the state stores (metadata and first ``rows``)."""
+    path = output.checkpoint
+    view = CheckpointView(output.query_name, path, (path / "offsets").is_dir())
+    if not view.exists:
+        return view
+    metadata = path / "metadata"
+    if metadata.is_file():
+        view.query_id = json.loads(metadata.read_text(encoding="utf-8")).get("id")
+    view.last_batch = _last_id(path / "offsets")
+    view.last_commit = _last_id(path / "commits")
+    if view.last_batch is not None:
+        lines = (path / "offsets" / str(view.last_batch)).read_text(encoding="utf-8")
+        view.offsets = [_json_or_text(line) for line in lines.splitlines()[2:]]
+    if (path / "state").is_dir():
+        meta = spark.read.format("state-metadata").load(str(path)).collect()
+        view.operators = [row.asDict(recursive=True) for row in meta]
+        for operator in view.operators:
+            state = (
+                spark.read.format("statestore")
+                .option("operatorId", operator["operatorId"])
+                .option("storeName", operator["stateStoreName"])
+                .load(str(path))
+            )
+            operator["rows"] = state.count()
+            sample = state.limit(rows).collect()
+            view.state_rows.append([row.asDict(recursive=True) for row in sample])
+    return view
+
+
+def _last_id(folder: Path) -> int | None:
+    ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
+    return max(ids) if ids else None
+
+
+def _json_or_text(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return line

@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres db-start db-stop demo demo-nest demo-signals test test-fast test-deep lint format bench clean
+.PHONY: setup java postgres browser db-start db-stop demo demo-nest demo-signals test test-fast test-deep lint format bench clean
 
 setup: java postgres $(VENV)/.installed
 
@@ -24,6 +24,13 @@ postgres:
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
 
+# Headless Chromium loads the dashboard in the tests; install Debian's when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing chromium"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
+
 db-start: setup
 	$(VENV)/bin/streamsmith db start
 
@@ -39,7 +46,7 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(VENV)/bin/streamsmith demo
 
-test: setup
+test: setup browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest

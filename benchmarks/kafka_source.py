@@ -63,21 +63,34 @@ def ad_events(count: int, seed: int = 1) -> list[bytes]:
 
 def load_topic(broker: EmbeddedBroker, events: list[bytes]) -> None:
     broker.create_topic(TOPIC, partitions=PARTITIONS)
+    produce_events(broker, TOPIC, events, PARTITIONS)
+
+
+def produce_events(
+    broker: EmbeddedBroker, topic: str, events: list[bytes], partitions: int, rate: float = 0
+) -> None:
+    """Write ``events`` round-robin over ``partitions`` (at ``rate`` per second when
+    given) and wait for every ack."""
     producer = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
-            "linger.ms": 20,
+            "linger.ms": 5 if rate else 20,
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 500000,
         }
     )
+    started = time.perf_counter()
     for index, event in enumerate(events):
+        ahead = index / rate - (time.perf_counter() - started) if rate else 0
+        if ahead > 0:
+            time.sleep(ahead)
         while True:
             try:
-                producer.produce(TOPIC, value=event, partition=index % PARTITIONS)
+                producer.produce(topic, value=event, partition=index % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
+        producer.poll(0)
     assert producer.flush(120) == 0
 
 

@@ -342,6 +342,35 @@ def check_upgrade(
         raise typer.Exit(1)
 
 
+@cli.command("dashboard")
+def dashboard(
+    root: Root = None,
+    port: Annotated[int, typer.Option("--port")] = 8050,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Required unless bound to loopback.",
+            envvar="STREAMSMITH_DASHBOARD_TOKEN",
+        ),
+    ] = None,
+) -> None:
+    """Serve the live monitoring page over the event log until stopped: per query,
+    input vs processing rate, batch duration, watermark delay, state rows, lag,
+    quarantined and late rows, alerts and failures."""
+    from streamsmith.web.server import Dashboard
+
+    server = Dashboard(_storage_root(root), host, port, token).start()
+    say(f"dashboard at {server.url} (Ctrl-C stops it)", to_stderr=True)
+    stop = threading.Event()
+    try:
+        with _stop_on_signals(stop):
+            stop.wait()
+    finally:
+        server.stop()
+
+
 @cli.command("query")
 def query(
     sql: str,

@@ -106,6 +106,25 @@ def test_stream_from_earliest_respects_max_offsets_per_trigger(
     assert numbers(out) == list(range(275))
 
 
+def test_adaptive_batches_widen_to_catch_up_then_narrow(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
+) -> None:
+    produce(topic, events(1000))
+    frame = kafka(
+        spark, broker, stream=True, subscribe=topic, startingOffsets="earliest",
+        maxOffsetsPerTrigger="400", adaptiveBatches="true", adaptiveFloorOffsets="50",
+    )  # fmt: skip
+
+    out, sizes = drain(spark, frame, tmp_path)
+
+    assert sizes == [50, 200, 400, 350]  # growing fourfold while behind, up to the cap
+    assert numbers(out) == list(range(1000))
+    produce(topic, events(120, first=1000))
+    out, sizes = drain(spark, frame, tmp_path)  # a restarted reader starts from the floor
+    assert sizes == [50, 70]
+    assert numbers(out) == list(range(1120))
+
+
 def test_stream_from_latest_skips_existing_records(
     spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
 ) -> None:

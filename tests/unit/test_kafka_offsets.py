@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamsmith.io.admission import AdaptiveLimit
 from streamsmith.io.kafka.offsets import (
     OffsetRange,
     OffsetSpecError,
@@ -90,3 +91,33 @@ def test_source_options_are_validated_with_their_names() -> None:
     for message, options in cases.items():
         with pytest.raises(KafkaOptionError, match=message):
             parse_options(options, streaming=True)
+
+
+def test_adaptive_limit_grows_while_behind_and_halves_once_caught_up() -> None:
+    limit = AdaptiveLimit(floor=10, cap=100)
+    assert [limit.admit(backlog) for backlog in (500, 490, 450, 350)] == [10, 40, 100, 100]
+    assert limit.current == 100
+    assert [limit.admit(backlog) for backlog in (30, 5, 0, 0)] == [30, 5, 0, 0]
+    assert limit.current == 10  # back at the floor
+    with pytest.raises(ValueError, match="floor 0 must be in 1..100"):
+        AdaptiveLimit(floor=0, cap=100)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"adaptiveBatches": "true"}, "needs maxOffsetsPerTrigger"),
+        ({"adaptiveFloorOffsets": "5"}, "needs adaptiveBatches=true"),
+        ({"adaptiveBatches": "true", "maxOffsetsPerTrigger": "10", "adaptiveFloorOffsets": "50"},
+         "must not exceed maxOffsetsPerTrigger"),
+    ],
+)  # fmt: skip
+def test_adaptive_options_are_checked(options: dict[str, str], message: str) -> None:
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}
+    with pytest.raises(KafkaOptionError, match=message):
+        parse_options({k.lower(): v for k, v in {**base, **options}.items()}, streaming=True)
+    chosen = parse_options(
+        {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "adaptivebatches": "true",
+         "maxoffsetspertrigger": "6400"}, streaming=True,
+    )  # fmt: skip
+    assert chosen.adaptive_floor == 100

@@ -99,6 +99,16 @@ def health_body(states: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     return (200 if healthy else 503), {"healthy": healthy, "queries": dict(states)}
 
 
+def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
+    """Send a complete, uncached HTTP answer from a request handler."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.send_header("Cache-Control", "no-store")
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def _handler(metrics: QueryMetrics, health: Health) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -111,11 +121,7 @@ def _handler(metrics: QueryMetrics, health: Health) -> type[BaseHTTPRequestHandl
                 self._answer(404, b"try /metrics or /health\n", "text/plain")
 
         def _answer(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            answer(self, status, body, content_type)
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # scrapes every few seconds would flood the run's output

@@ -55,6 +55,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streamsmith.io.admission import AdaptiveLimit
 from streamsmith.io.kafka.client import (
     BrokerMetadata,
     KafkaSourceError,
@@ -122,6 +123,7 @@ class KafkaSourceOptions:
     ending_offsets: str | Offsets = "latest"
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    adaptive_floor: int | None = None  # adaptive batch sizing between this and the cap
     max_records_per_partition: int | None = None
     include_headers: bool = False
     poll_timeout_s: float = 120.0
@@ -160,19 +162,44 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         raise KafkaOptionError(
             "endingOffsets applies to batch reads only; remove it from the stream"
         )
+    max_offsets = _positive(opts, "maxoffsetspertrigger")
     return KafkaSourceOptions(
         kafka_conf=kafka_conf,
         subscription=subscription,
         starting_offsets=starting,
         ending_offsets=ending,
         fail_on_data_loss=_boolean(opts, "failondataloss", True),
-        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger"),
+        max_offsets_per_trigger=max_offsets,
+        adaptive_floor=_adaptive_floor(opts, max_offsets),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
         include_headers=_boolean(opts, "includeheaders", False),
         poll_timeout_s=(_positive(opts, "polltimeoutms") or 120_000) / 1000,
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
         value_schema=_value_schema(opts),
     )
+
+
+_ADAPTIVE = "adaptiveBatches".lower()
+_ADAPTIVE_FLOOR = "adaptiveFloorOffsets".lower()
+
+
+def _adaptive_floor(opts: Mapping[str, str], cap: int | None) -> int | None:
+    """``adaptiveBatches=true``: batches between ``adaptiveFloorOffsets`` (default 1/64 of
+    the cap) and ``maxOffsetsPerTrigger``, the cap (see ``streamsmith.io.admission``)."""
+    if not _boolean(opts, _ADAPTIVE, False):
+        if _ADAPTIVE_FLOOR in opts:
+            raise KafkaOptionError("option adaptiveFloorOffsets needs adaptiveBatches=true")
+        return None
+    if cap is None:
+        raise KafkaOptionError(
+            "adaptiveBatches=true needs maxOffsetsPerTrigger, the largest batch to admit"
+        )
+    floor = _positive(opts, _ADAPTIVE_FLOOR) or max(1, cap // 64)
+    if floor > cap:
+        raise KafkaOptionError(
+            f"option adaptiveFloorOffsets ({floor}) must not exceed maxOffsetsPerTrigger ({cap})"
+        )
+    return floor
 
 
 def _value_schema(opts: Mapping[str, str]) -> str | None:
@@ -442,6 +469,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner = _Planner(options)
         self._target: Offsets | None = None
         self._latest: Offsets = {}
+        cap, floor = options.max_offsets_per_trigger, options.adaptive_floor
+        self.adaptive = AdaptiveLimit(floor, cap) if floor and cap else None
 
     def initialOffset(self) -> dict[str, Any]:
         partitions = self.planner.current_partitions()
@@ -468,7 +497,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             new = [tp for tp in end if tp not in begin]
             floor = {**begin, **(self.planner.metadata.earliest(new) if new else {})}
-            end = cap_by_rows(floor, end, limit.max_rows)
+            rows = limit.max_rows
+            if self.adaptive is not None:
+                backlog = sum(end[tp] - floor.get(tp, end[tp]) for tp in end)
+                rows = max(1, self.adaptive.admit(backlog))
+            end = cap_by_rows(floor, end, rows)
         return to_json_dict(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:

@@ -1,0 +1,1 @@
+"""The monitoring dashboard: a web page over the event log, served on loopback."""

@@ -23,8 +23,10 @@ from typing import Any
 import psycopg
 import pytest
 from crashing import spawn, wait_until
+from typer.testing import CliRunner
 
 from receivers import notification_receivers
+from streamsmith.cli import cli
 from streamsmith.io.postgres.server import PostgresServer, start_postgres
 from streamsmith.monitor.eventlog import read_events
 
@@ -126,6 +128,7 @@ def test_database_crash_mid_batch_is_survived_by_a_supervised_restart(
         )  # fmt: skip
         try:
             failed = wait_until(child, lambda: "failure" in _events(tmp_path), deadline_s=300)
+            running = _status(tmp_path)  # while the run goes on
             start_postgres(postgres.home)  # the database comes back; the supervisor retries
             _, stderr = child.communicate(timeout=600)
         finally:
@@ -133,6 +136,10 @@ def test_database_crash_mid_batch_is_survived_by_a_supervised_restart(
                 os.killpg(child.pid, signal.SIGKILL)
         assert failed, stderr[-3000:]
         assert child.returncode == 0, stderr[-3000:]
+        assert running[FAULTY_QUERY]["state"] in ("restarting", "active")
+        assert running[FAULTY_QUERY]["last_error"]
+        assert running["actions.action_counts.quarantine"]["state"] == "active"
+        assert _status(tmp_path)[FAULTY_QUERY]["state"] == "stopped"  # after the run
         assert received.wait_for(lambda r: "restart" in r.events())
 
     assert_exactly_once(pg_dsn, expected, files=5)
@@ -148,6 +155,14 @@ def test_database_crash_mid_batch_is_survived_by_a_supervised_restart(
 
 
 FAULTY_QUERY = "actions.action_counts"
+
+
+def _status(root: Path) -> dict[str, dict[str, Any]]:
+    """``streamsmith status`` as a user runs it, by query."""
+    command = ["status", "actions", "--root", str(root), "--format", "json"]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    return {row["query"]: row for row in map(json.loads, result.output.splitlines())}
 
 
 def _events(root: Path) -> list[str]:

@@ -124,6 +124,7 @@ def test_status_folds_restarts_failures_and_dead_processes() -> None:
         {"event": "started", "app": "a", "query": "q1", "pid": 1},
         _progress("q1", 0, app="a", query_id="x", quarantined=2, late=1),
         {"event": "failure", "app": "a", "query": "q1", "pid": 1, "message": "db down"},
+        {"event": "terminated", "app": "a", "query": "q1", "message": "db down"},  # late
         {"event": "restart", "app": "a", "query": "q1", "pid": 1},
         _progress("q1", 0, app="a", query_id="x", quarantined=2, late=1),  # replayed batch
         _progress("q1", 1, app="a", query_id="x", quarantined=3, lag=4, batch_time="T"),
@@ -131,6 +132,7 @@ def test_status_folds_restarts_failures_and_dead_processes() -> None:
         {"event": "terminated", "app": "a", "query": "q2", "message": "boom"},
         {"event": "started", "app": "b", "query": "q3", "pid": 3},
     ]
+    assert query_statuses(events[:4], alive=lambda pid: True)[0].state == "restarting"
     statuses = {s.query: s for s in query_statuses(events, alive=lambda pid: pid == 1)}
     q1 = statuses["q1"]
     assert (q1.state, q1.batches, q1.quarantined, q1.late) == ("active", 2, 5, 1)

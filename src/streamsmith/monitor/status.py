@@ -69,7 +69,8 @@ def query_statuses(
             entry["pid"] = event.get("pid")
         if kind == "restart":
             entry["restarts"] += 1
-        if kind == "terminated":
+        if kind == "terminated" and entry["state"] != "restarting":
+            # Spark's event may arrive after the supervisor scheduled the restart
             entry["state"] = "failed" if event.get("message") else "stopped"
         if kind in ("failure", "gave_up") or (kind == "terminated" and event.get("message")):
             entry["error"] = event.get("message")

@@ -149,6 +149,10 @@ FILE_FORMATS = ("json", "jsonl", "csv", "text")
 class SourceSpec(StrictModel):
     """Where a flow's input comes from: a directory of files, or Kafka topics.
 
+    ``min_files_per_trigger`` with ``max_files_per_trigger`` makes batches adaptive: the
+    supervisor runs the query with the larger limit while the backlog is larger than the
+    smaller one, and with the smaller limit once caught up (see ``runtime.supervisor``).
+
     File formats: ``json`` (one JSON document per file, as CloudTrail delivers them),
     ``jsonl`` (one JSON object per line), ``csv`` and ``text``; any may be gzipped; they
     need ``path``. ``kafka`` takes Spark's Kafka options under ``options``
@@ -162,6 +166,11 @@ class SourceSpec(StrictModel):
     glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
     recursive: bool = True
     max_files_per_trigger: int | None = Field(default=None, gt=0)
+    min_files_per_trigger: int | None = Field(
+        default=None,
+        gt=0,
+        description="with max_files_per_trigger: adaptive batches between the two",
+    )
     latest_first: bool = False
     connector: Literal["auto", "jvm", "python"] = "auto"
     options: dict[str, ConfValue] = Field(default_factory=dict)
@@ -175,15 +184,27 @@ class SourceSpec(StrictModel):
         if self.is_file_source:
             if not self.path:
                 raise ValueError(f"a {self.format} source needs a path (a directory of files)")
+            low, high = self.min_files_per_trigger, self.max_files_per_trigger
+            if low is not None and (high is None or low > high):
+                raise ValueError(
+                    "min_files_per_trigger turns on adaptive batches and needs "
+                    "max_files_per_trigger at least as large (the largest batch)"
+                )
             return self
         keys = {key.lower() for key in self.options}
         if len(keys & {"subscribe", "subscribepattern", "assign"}) != 1:
             raise ValueError(
                 "a kafka source needs exactly one of subscribe, subscribePattern, assign"
             )
-        if self.path or self.glob or self.max_files_per_trigger or self.latest_first:
+        if (
+            self.path
+            or self.glob
+            or self.max_files_per_trigger
+            or self.min_files_per_trigger
+            or self.latest_first
+        ):
             raise ValueError(
-                "path, glob, max_files_per_trigger and latest_first are for file sources; "
+                "path, glob, max/min_files_per_trigger and latest_first are for file sources; "
                 "use options.maxOffsetsPerTrigger for kafka"
             )
         return self

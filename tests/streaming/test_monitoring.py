@@ -5,9 +5,14 @@ notifications."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -171,3 +176,52 @@ def test_supervisor_retries_then_gives_up_and_tells_everyone(
     (status,) = [json.loads(line) for line in result.output.splitlines()]
     assert (status["state"], status["restarts"]) == ("failed", 2)
     assert "***" in status["last_error"] and "s3cret" not in result.output
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 180) -> None:
+    """Poll an always-on run's event log (the run has no end to wait for)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_file_batches_widen_for_a_backlog_and_narrow_once_caught_up(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    inbox = tmp_path / "input"
+    inbox.mkdir()
+
+    def deliver(first: int, count: int) -> None:
+        for number in range(first, first + count):
+            path = inbox / f"{number:03d}.txt"
+            path.write_text(f"line {number}\n")
+            os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
+
+    deliver(0, 12)
+    sets = ["sources.lines.min_files_per_trigger=2", "sources.lines.max_files_per_trigger=5"]
+    spec = load_spec(FAULTY.default_spec, sets=sets, storage_root=str(tmp_path))
+    plan = build_plan(FAULTY, spec, Trigger("interval", 0.2))
+    stop = threading.Event()
+    outcome: list[object] = []
+    runner = threading.Thread(target=lambda: outcome.append(run_pipeline(spark, plan, stop)))
+    runner.start()
+
+    def events(kind: str) -> list[dict[str, Any]]:
+        return [e for e in read_events(tmp_path, "faulty") if e["event"] == kind]
+
+    def rows_read() -> int:
+        return sum(e["input_rows"] for e in events("progress"))
+
+    try:
+        _wait_for(lambda: bool(events("resize")))
+        deliver(12, 4)
+        _wait_for(lambda: rows_read() == 16)
+    finally:
+        stop.set()
+        runner.join(120)
+    assert outcome, "the run raised"
+    sizes = [e["input_rows"] for e in events("progress") if e["input_rows"]]
+    assert sizes == [5, 5, 2, 2, 2]  # the cap while behind, the floor once caught up
+    (resize,) = events("resize")
+    assert resize["message"] == "maxFilesPerTrigger 5 -> 2: 0 files behind"

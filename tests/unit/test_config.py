@@ -201,3 +201,11 @@ def test_kafka_sources_are_validated(tmp_path: Path) -> None:
         )
     with pytest.raises(ValueError, match="a jsonl source needs a path"):
         SourceSpec(format="jsonl")
+
+
+def test_adaptive_file_batches_need_a_larger_cap() -> None:
+    with pytest.raises(UserError, match="needs max_files_per_trigger at least as large"):
+        load_spec(DEFAULT_SPEC, sets=["sources.cloudtrail_logs.min_files_per_trigger=50"])
+    spec = load_spec(DEFAULT_SPEC, sets=["sources.cloudtrail_logs.min_files_per_trigger=2"])
+    plan = build_plan(get_app("cloudtrail"), spec)
+    assert "adaptive maxFilesPerTrigger 2..20" in describe_plan(plan)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamsmith.io.admission import AdaptiveLimit
+from streamsmith.io.admission import AdaptiveLimit, FileLimits
 from streamsmith.io.kafka.offsets import (
     OffsetRange,
     OffsetSpecError,
@@ -121,3 +121,12 @@ def test_adaptive_options_are_checked(options: dict[str, str], message: str) -> 
          "maxoffsetspertrigger": "6400"}, streaming=True,
     )  # fmt: skip
     assert chosen.adaptive_floor == 100
+
+
+def test_file_limits_switch_only_on_a_clear_change() -> None:
+    limits = FileLimits(floor=2, cap=10)
+    assert limits.choose(30, None) == 10 and limits.choose(2, None) == 2
+    assert limits.choose(5, 10) == 10  # still behind
+    assert limits.choose(2, 10) == 2  # caught up: back to the floor
+    assert limits.choose(9, 2) == 2  # a burst that fits the cap: no restart for it
+    assert limits.choose(11, 2) == 10

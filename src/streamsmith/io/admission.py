@@ -39,3 +39,27 @@ class AdaptiveLimit:
         else:
             self.current = max(self.floor, self.current // 2)
         return admitted
+
+
+@dataclass(frozen=True)
+class FileLimits:
+    """Adaptive ``maxFilesPerTrigger`` for a file source, between ``floor`` and ``cap``.
+
+    Spark's file source reads its limit once, when the query starts, so a change means
+    restarting the query between batches (a second or two). The limit therefore switches
+    only on a clear change: to the cap when the backlog exceeds it, back to the floor
+    once the backlog fits in one floor-sized batch.
+    """
+
+    floor: int
+    cap: int
+
+    def choose(self, backlog_files: int, current: int | None) -> int:
+        """The limit to run with for this backlog (``current`` is None at the start)."""
+        if current is None:
+            return self.cap if backlog_files > self.floor else self.floor
+        if current == self.cap and backlog_files <= self.floor:
+            return self.floor
+        if current != self.cap and backlog_files > self.cap:
+            return self.cap
+        return current

@@ -272,7 +272,12 @@ def describe_plan(plan: Plan) -> str:
     for flow in plan.flows:
         source = flow.source
         limits = []
-        if source.max_files_per_trigger:
+        if source.min_files_per_trigger:
+            limits.append(
+                f"adaptive maxFilesPerTrigger {source.min_files_per_trigger}"
+                f"..{source.max_files_per_trigger}"
+            )
+        elif source.max_files_per_trigger:
             limits.append(f"maxFilesPerTrigger={source.max_files_per_trigger}")
         if source.latest_first:
             limits.append("latestFirst")

@@ -14,16 +14,18 @@ from the offsets it recorded, and the sinks recognise batches they already commi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import parse_duration
+from streamsmith.io.admission import FileLimits
 from streamsmith.io.postgres.dsn import dsn_secrets, resolve_dsn
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
@@ -41,6 +43,7 @@ from streamsmith.runtime.runner import (
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.5
+_RESIZE_CHECK_SECONDS = 2.0  # how often adaptive file sources list their input
 
 
 @dataclass
@@ -88,6 +91,17 @@ class Supervisor:
         self.spec = plan.spec.supervisor
         self.dsn = dsn
         self.slots = [Supervised(output, flow) for flow in plan.flows for output in flow.outputs]
+        self.probes = file_probes(plan)
+        # Adaptive file batches, per flow (its queries must cut the input alike).
+        self.file_limits = {
+            flow.name: FileLimits(
+                flow.source.min_files_per_trigger, flow.source.max_files_per_trigger
+            )
+            for flow in plan.flows
+            if flow.source.min_files_per_trigger and flow.source.max_files_per_trigger
+        }
+        self.files_limit: dict[str, int] = {}
+        self._next_resize_check = 0.0
 
     def health(self) -> dict[str, str]:
         """Each query's state, for ``/health``."""
@@ -97,16 +111,33 @@ class Supervisor:
         """Start every query; if one cannot start, stop those already started."""
         try:
             for flow in self.plan.flows:
-                frames = flow_frames(self.spark, flow, self.plan.root, streaming=True)
-                for slot in self.slots:
-                    if slot.flow is flow:
-                        self._start(slot, output_frame(frames, slot.output))
+                limits = self.file_limits.get(flow.name)
+                if limits is not None:
+                    backlog = self.probes[flow.outputs[0].spark_name].backlog().files
+                    self.files_limit[flow.name] = limits.choose(backlog, None)
+                self._start_flow(flow)
         except BaseException:
             stop_gracefully([s.query for s in self.slots if s.query is not None], 0)
             raise
 
-    def _start(self, slot: Supervised, frame: object) -> None:
-        slot.query = start_output(self.spark, frame, slot.output, slot.flow, self.plan, self.dsn)  # type: ignore[arg-type]
+    def _start_flow(self, flow: FlowPlan) -> None:
+        frames = flow_frames(self.spark, self._running_flow(flow), self.plan.root, streaming=True)
+        for slot in self.slots:
+            if slot.flow is flow:
+                self._start(slot, output_frame(frames, slot.output))
+
+    def _running_flow(self, flow: FlowPlan) -> FlowPlan:
+        """``flow`` with the file limit it currently runs with, when adaptive."""
+        limit = self.files_limit.get(flow.name)
+        if limit is None:
+            return flow
+        source = flow.source.model_copy(update={"max_files_per_trigger": limit})
+        return dataclasses.replace(flow, source=source)
+
+    def _start(self, slot: Supervised, frame: DataFrame) -> None:
+        slot.query = start_output(
+            self.spark, frame, slot.output, self._running_flow(slot.flow), self.plan, self.dsn
+        )
         slot.state = "active"
 
     def _restart(self, slot: Supervised) -> None:
@@ -116,7 +147,8 @@ class Supervisor:
             {"event": "restart", "query": slot.output.spark_name, "attempt": slot.failures}
         )
         try:
-            frames = flow_frames(self.spark, slot.flow, self.plan.root, streaming=True)
+            flow = self._running_flow(slot.flow)
+            frames = flow_frames(self.spark, flow, self.plan.root, streaming=True)
             self._start(slot, output_frame(frames, slot.output))
         except Exception as exc:
             log.warning("restarting %s failed", slot.output.query_name, exc_info=True)
@@ -143,7 +175,39 @@ class Supervisor:
                     slot.error = "stopped unexpectedly (without an error)"
         if any(slot.state == "failed" for slot in self.slots):
             return False
+        if self.file_limits and now >= self._next_resize_check:
+            self._next_resize_check = now + _RESIZE_CHECK_SECONDS
+            for flow in self.plan.flows:
+                self._adapt_files(flow)
         return any(slot.state in ("active", "restarting") for slot in self.slots)
+
+    def _adapt_files(self, flow: FlowPlan) -> None:
+        """Switch an always-on flow's file limit when its backlog asks for it: stop its
+        queries after their current batch and start them again with the new limit."""
+        limits = self.file_limits.get(flow.name)
+        slots = [slot for slot in self.slots if slot.flow is flow]
+        if limits is None or flow.outputs[0].trigger.terminates:
+            return
+        if any(slot.state != "active" for slot in slots):
+            return  # restarting after a failure: it picks the limit up then
+        backlog = self.probes[flow.outputs[0].spark_name].backlog().files
+        current = self.files_limit[flow.name]
+        chosen = limits.choose(backlog, current)
+        if chosen == current:
+            return
+        stop_gracefully([slot.query for slot in slots if slot.query is not None], 60)
+        for slot in slots:
+            slot.tally()
+        self.files_limit[flow.name] = chosen
+        for slot in slots:
+            self.monitor.record(
+                {
+                    "event": "resize",
+                    "query": slot.output.spark_name,
+                    "message": f"maxFilesPerTrigger {current} -> {chosen}: {backlog} files behind",
+                }
+            )
+        self._start_flow(flow)
 
     def _failed(self, slot: Supervised, message: str) -> None:
         message = self.monitor.log.redact(message)  # it is logged, raised and notified

@@ -310,11 +310,20 @@ class MonitorSpec(StrictModel):
 
     ``kafka_topic`` forwards every event to a topic of the pipeline's Kafka cluster;
     ``metrics_port`` serves Prometheus ``/metrics`` and a ``/health`` check on 127.0.0.1.
+    A run deletes the app's event logs last written more than ``retention`` ago (about
+    3 KB per batch and query, most of it Spark's full progress report).
     """
 
     kafka_topic: str | None = None
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    retention: str = Field(default="14d", description="event logs older than this are deleted")
     alerts: AlertRules = Field(default_factory=AlertRules)
+
+    @field_validator("retention")
+    @classmethod
+    def _valid_retention(cls, value: str) -> str:
+        parse_duration(value)
+        return value
 
 
 class SmtpSpec(StrictModel):

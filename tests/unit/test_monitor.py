@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from streamsmith.config import AlertRules, load_spec
 from streamsmith.monitor.alerts import SloWatch
-from streamsmith.monitor.eventlog import EventLog, read_events
+from streamsmith.monitor.eventlog import EventLog, prune_event_logs, read_events
 from streamsmith.monitor.lag import FileSourceProbe, processed_files
 from streamsmith.monitor.metrics import QueryMetrics, health_body
 from streamsmith.monitor.notify import notification_text
@@ -185,3 +186,13 @@ def test_notification_text_names_app_query_and_reason(event: str) -> None:
     )  # fmt: skip
     assert subject == f"[streamsmith] a: {'lag' if event == 'alert' else event} in q"
     assert "message: why" in body
+
+
+def test_old_event_logs_are_pruned(tmp_path: Path) -> None:
+    old, other = EventLog(tmp_path, "app"), EventLog(tmp_path, "other")
+    old.write({"event": "x"})
+    other.write({"event": "x"})
+    os.utime(old.path, (1_000_000, 1_000_000))
+    os.utime(other.path, (1_000_000, 1_000_000))
+    assert prune_event_logs(tmp_path, "app", older_than_s=86400) == [old.path]
+    assert other.path.exists()  # another app's log is its own run's business

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,6 +104,15 @@ class EventLog:
             for form in (secret, json.dumps(secret)[1:-1]):
                 text = text.replace(form, REDACTED)
         return text
+
+
+def prune_event_logs(root: Path, app: str, older_than_s: float) -> list[Path]:
+    """Delete ``app``'s event logs last written more than ``older_than_s`` ago."""
+    cutoff = time.time() - older_than_s
+    removed = [path for path in _log_files(root, app) if path.stat().st_mtime < cutoff]
+    for path in removed:
+        path.unlink()
+    return removed
 
 
 def read_events(root: Path, app: str | None = None) -> list[dict[str, Any]]:

@@ -27,11 +27,11 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from streamsmith.config import PipelineSpec
+from streamsmith.config import PipelineSpec, parse_duration
 from streamsmith.io.postgres.dsn import dsn_secrets
 from streamsmith.monitor import observed
 from streamsmith.monitor.alerts import SloWatch
-from streamsmith.monitor.eventlog import EventLog
+from streamsmith.monitor.eventlog import EventLog, prune_event_logs
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.metrics import Health, MonitorServer, QueryMetrics
 from streamsmith.monitor.notify import Notifier
@@ -56,6 +56,7 @@ class Monitor:
         self.spec = spec
         self.queries = dict(queries)
         self.file_sources = dict(file_sources or {})
+        prune_event_logs(root, spec.app, parse_duration(spec.monitor.retention))
         self.log = EventLog(root, spec.app, [*secrets, *spec_secrets(spec)])
         self.metrics = QueryMetrics(spec.app)
         self.slo = SloWatch(spec.monitor.alerts, self.queries)

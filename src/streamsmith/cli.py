@@ -694,6 +694,29 @@ def generate_activity(
     _emit_events("activity", partial(make, knobs=knobs), to, root)
 
 
+@generate_cli.command("logs")
+def generate_logs(
+    to: Annotated[str | None, typer.Option("--to", help=_TO_HELP)] = None,
+    hosts: Annotated[int, typer.Option("--hosts")] = 8,
+    entries: Annotated[int, typer.Option("--entries")] = 5000,
+    chunks: Chunks = 10,
+    seed: Seed = 1,
+    out_of_order: OutOfOrder = 0.1,
+    late: Late = 0.05,
+    too_late: TooLate = 0.01,
+    duplicates: Duplicates = 0.05,
+    corrupt: Corrupt = 0.02,
+    root: Root = None,
+) -> None:
+    """Service log entries (JSON or log4j) in log-collector envelopes, as JSON lines."""
+    from streamsmith.generate.events import Knobs
+    from streamsmith.generate.logs import logs_data
+
+    knobs = Knobs(out_of_order, late, too_late, duplicates, corrupt)
+    make = partial(logs_data, hosts=hosts, entries=entries, chunks=chunks, seed=seed)
+    _emit_events("logs", partial(make, knobs=knobs), to, root)
+
+
 db_cli = typer.Typer(
     help="The embedded PostgreSQL server under the storage root.", no_args_is_help=True
 )

@@ -7,21 +7,25 @@ input = counted + quarantined + dropped as late (+ deduplicated).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from pyspark.sql import SparkSession
+from typer.testing import CliRunner
 
 from streamsmith.apps import get_app
+from streamsmith.cli import cli
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.actions import actions_data
 from streamsmith.generate.activity import activity_data
 from streamsmith.generate.events import EventData, Knobs
+from streamsmith.generate.logs import entry_level_and_time, logs_data
 from streamsmith.generate.signals import signals_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import read_table, table_path
@@ -167,3 +171,38 @@ def test_activity_from_kafka_parses_values_and_reconciles(
     assert counts == dict(expected)
     assert quarantine.count() == data.label_counts["corrupt"]
     assert {row.source_file.split("/")[2] for row in quarantine.collect()} == {topic}
+
+
+def test_log_curation_reconciles_and_answers_the_seeds_question(
+    spark: SparkSession, runner_for: Any, tmp_path: Path
+) -> None:
+    data = logs_data(
+        hosts=4, entries=400, chunks=4, seed=6,
+        knobs=Knobs(duplicates=0.1, late=0.1, too_late=0.03, corrupt=0.04),
+    )  # fmt: skip
+    labels = data.label_counts
+    assert labels["duplicate"] and labels["too_late"] and labels["corrupt"] and labels["late"]
+    runner = runner_for("logs")
+    for chunk in data.chunks:
+        runner.send(chunk)
+
+    table = read_table(spark, table_path(tmp_path, "service_logs")).count()
+    late = read_table(spark, table_path(tmp_path, "service_logs_late")).count()
+    quarantined = read_table(spark, table_path(tmp_path, "service_logs_quarantine")).count()
+    kept = [item.record for item in data.counted(dedup=True) if item.record]
+    assert (table, late, quarantined) == (len(kept), labels["too_late"], labels["corrupt"])
+    assert len(data.delivered) - table - late - quarantined == labels["duplicate"]
+
+    start, end = datetime(2026, 11, 20, 10, tzinfo=UTC), datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+    expected = 0
+    for record in kept:
+        level, logged = entry_level_and_time(str(record["message"]))
+        expected += record["service"] == "billing" and level == "ERROR" and start <= logged < end
+    question = (
+        "SELECT count(*) AS errors FROM service_logs WHERE service = 'billing' "
+        "AND level = 'ERROR' AND log_time >= '2026-11-20 10:00' AND log_time < '2026-11-20 10:30'"
+    )
+    command = ["query", "--app", "logs", "--root", str(tmp_path), "--format", "json", question]
+    answer = CliRunner().invoke(cli, command)
+    assert answer.exit_code == 0, answer.output
+    assert json.loads(answer.output) == {"errors": expected} and expected > 0

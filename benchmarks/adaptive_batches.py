@@ -109,7 +109,7 @@ def measure(
                 if query.exception() is not None:
                     raise RuntimeError(str(query.exception()))
                 time.sleep(0.05)
-            run.steady_from_us = int(time.time() * 1_000_000)
+            run.steady_from_us = int(time.time() * 1000) * 1000  # Kafka stamps whole ms
             produce_events(broker, topic, steady, PARTITIONS, rate=args.rate)
             deadline = time.perf_counter() + 60
             while run.rows < len(backlog) + len(steady) and time.perf_counter() < deadline:

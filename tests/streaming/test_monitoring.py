@@ -58,6 +58,7 @@ def test_event_log_matches_recent_progress_and_reconciles(
         "monitor.metrics_port=0",
         f"kafka.bootstrap_servers={broker.bootstrap}",
         f"monitor.kafka_topic={topic}",
+        "flows.sessions.enabled=false",
     ]
     plan = build_plan(
         app,

@@ -73,9 +73,12 @@ def test_activity_dedup_equals_the_batch_result_for_every_split(
     knobs = Knobs(out_of_order=0.1, late=0.0, too_late=0.0, duplicates=0.1, corrupt=0.02)
     data = activity_data(users=9, events=300, chunks=6, seed=7, knobs=knobs)
 
+    # Sessions are not a prefix: a stream holds open sessions back until its watermark
+    # passes them, a batch job closes them all at the end of its input.
     report = check_prefix_integrity(
-        spark, get_app("activity"), data.lines, root=tmp_path, splits=SPLITS, seed=3
-    )
+        spark, get_app("activity"), data.lines, root=tmp_path, splits=SPLITS, seed=3,
+        flows=("user_counts", "deduplicated"),
+    )  # fmt: skip
 
     report.assert_ok()
     assert all(r.compared_rows > 0 for r in report.results)

@@ -6,6 +6,11 @@ to PostgreSQL (complete mode: the table is replaced atomically each batch) and t
 memory table ``deduplicated`` for interactive SQL. Records behind the watermark are
 dropped by Spark and recorded in ``user_counts_late``; so
 ``input = counted + late + duplicates`` reconciles.
+
+Part two, the seeds' ``mapGroupsWithState`` example: ``activity_sessions`` holds each
+user's sessions of one activity, first and last reading, closed by another activity, a
+30-second gap, or the watermark (``streamsmith.stateful.sessions``). Its late readings are
+the ones ``user_counts_late`` records (same input, same watermark).
 """
 
 from __future__ import annotations
@@ -14,9 +19,15 @@ from functools import partial
 
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
 from streamsmith.schemas.activity import ACTIVITY_SCHEMA
-from streamsmith.transforms.activity import EVENT_TIME, activity_events, deduplicated_counts
+from streamsmith.transforms.activity import (
+    EVENT_TIME,
+    activity_events,
+    activity_sessions,
+    deduplicated_counts,
+)
 
 DELAY = "5 seconds"
+SESSION_GAP = "30 seconds"
 
 DEFAULT_SPEC = {
     "app": "activity",
@@ -30,6 +41,10 @@ DEFAULT_SPEC = {
         "deduplicated": {
             "source": "activity",
             "sink": {"format": "memory", "table": "deduplicated", "output_mode": "complete"},
+        },
+        "sessions": {
+            "source": "activity",
+            "sink": {"table": "activity_sessions"},
         },
     },
 }
@@ -58,6 +73,17 @@ APP = App(
             quarantine=False,
             event_time=EventTime(EVENT_TIME, DELAY),
             stateful=True,
+            record_late=False,
+        ),
+        FlowDefinition(
+            name="sessions",
+            prepare=activity_events,
+            transform=partial(activity_sessions, gap=SESSION_GAP, delay=DELAY),
+            description=f"sessions of one activity per user, closed after a {SESSION_GAP} "
+            "gap (transformWithStateInPandas, event-time timers)",
+            record_schema=ACTIVITY_SCHEMA,
+            quarantine=False,
+            event_time=EventTime(EVENT_TIME, DELAY),
             record_late=False,
         ),
     ),

@@ -68,7 +68,11 @@ def activity_data(
 
 
 def _nanos(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000) * 1_000_000
+    """Epoch nanoseconds of a whole-millisecond moment, exactly (no float rounding)."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1) * 1_000_000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _no_user(record: Record) -> str:

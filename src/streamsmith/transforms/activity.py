@@ -5,7 +5,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamsmith.config import parse_duration
 from streamsmith.schemas.activity import ACTIVITY_SCHEMA
+from streamsmith.stateful.sessions import SESSION_OUTPUT, ActivitySessions
 from streamsmith.transforms.events import parse_events
 
 EVENT_TIME = "event_time"
@@ -18,7 +20,8 @@ def activity_events(source: DataFrame) -> DataFrame:
     parsed = parse_events(
         source, ACTIVITY_SCHEMA, required=("User", "Creation_Time", "Index", "gt")
     )
-    micros = F.floor(F.col("Creation_Time") / _NANOS_PER_MICRO)
+    # Integer division: nanoseconds since 1970 exceed a double's 53 bits of precision.
+    micros = F.expr(f"Creation_Time div {_NANOS_PER_MICRO}")
     return parsed.withColumn(EVENT_TIME, F.timestamp_micros(micros))
 
 
@@ -30,4 +33,21 @@ def deduplicated_counts(events: DataFrame, delay: str = "5 seconds") -> DataFram
         .dropDuplicates(["User", EVENT_TIME])
         .groupBy("User")
         .count()
+    )
+
+
+def activity_sessions(
+    events: DataFrame, gap: str = "30 seconds", delay: str = "5 seconds"
+) -> DataFrame:
+    """Closed sessions of one activity per user (see ``streamsmith.stateful.sessions``):
+    the seed's first/last time per user and activity, with an inactivity ``gap``."""
+    gap_ms = int(parse_duration(gap) * 1000)
+    processor = ActivitySessions(gap_ms, EVENT_TIME, close_at_end=not events.isStreaming)
+    return (
+        events.select("User", "gt", EVENT_TIME)
+        .withWatermark(EVENT_TIME, delay)
+        .groupBy("User")
+        .transformWithStateInPandas(
+            processor, SESSION_OUTPUT, outputMode="Append", timeMode="EventTime"
+        )
     )

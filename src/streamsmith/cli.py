@@ -717,6 +717,52 @@ def generate_logs(
     _emit_events("logs", partial(make, knobs=knobs), to, root)
 
 
+@generate_cli.command("secops")
+def generate_secops(
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Directory holding auth/, dhcp/ and flows/ (default: the app's input "
+            "folder) or kafka://HOST:PORT/PREFIX (topics PREFIX-auth, -dhcp, -flows).",
+        ),
+    ] = None,
+    devices: Annotated[int, typer.Option("--devices", help="At least 13.")] = 20,
+    chunks: Chunks = 12,
+    seed: Seed = 1,
+    corrupt: Corrupt = 0.01,
+    root: Root = None,
+) -> None:
+    """Security logs of a small network with injected incidents, and its asset inventory."""
+    from streamsmith.generate.secops import SOURCES, publish_secops, secops_data, write_secops
+    from streamsmith.io.lake import replace_static_table, table_path
+    from streamsmith.schemas.security import ASSETS_SCHEMA
+
+    _, pipeline = _spec_for("secops", None, None, root)
+    try:
+        data = secops_data(devices=devices, chunks=chunks, seed=seed, corrupt_fraction=corrupt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if to is not None and to.startswith("kafka://"):
+        from streamsmith.io.kafka.client import ensure_topic
+
+        servers, prefix = _kafka_target(to)
+        for source in SOURCES:
+            ensure_topic(servers, f"{prefix}-{source}", 3)
+        publish_secops(data, servers, prefix)
+        where = f"topics {prefix}-{{{','.join(SOURCES)}}} on {servers}"
+    else:
+        folder = Path(to) if to else pipeline.root / "input" / "secops"
+        write_secops(data, folder)
+        where = str(folder)
+    assets = table_path(pipeline.root, "assets")
+    replace_static_table(assets, data.assets, ASSETS_SCHEMA)
+    counts = ", ".join(f"{data.events[s]} {s} (+{data.corrupt[s]} corrupt)" for s in SOURCES)
+    incidents = ", ".join(f"{i.rule} {i.entity}" for i in data.incidents)
+    say(f"wrote {counts} in {chunks} chunks to {where}; {len(data.assets)} assets to {assets}")
+    say(f"injected incidents: {incidents}")
+
+
 db_cli = typer.Typer(
     help="The embedded PostgreSQL server under the storage root.", no_args_is_help=True
 )

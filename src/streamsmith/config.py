@@ -383,6 +383,10 @@ class FlowSpec(StrictModel):
 
     source: str
     sink: SinkSpec
+    streams: dict[str, str] = Field(
+        default_factory=dict,
+        description="the flow's further streaming inputs (stream-stream joins): input -> source",
+    )
     trigger: str | None = Field(default=None, description="overrides the pipeline trigger")
     enabled: bool = True
 
@@ -434,6 +438,12 @@ class PipelineSpec(StrictModel):
                     f"flow {name!r} reads source {flow.source!r}, which is not defined "
                     f"(sources: {known})"
                 )
+            for input_name, source in flow.streams.items():
+                if source not in self.sources:
+                    raise ValueError(
+                        f"flow {name!r} joins stream {input_name!r} from source {source!r}, "
+                        f"which is not defined (sources: {', '.join(sorted(self.sources))})"
+                    )
             target = f"{flow.sink.format} {flow.sink.name!r}"
             if target in outputs:
                 raise ValueError(

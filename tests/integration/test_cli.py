@@ -53,6 +53,23 @@ def test_dry_run_prints_the_plan_without_spark(tmp_path: Path) -> None:
     assert not (tmp_path / "checkpoints").exists()  # a dry run touches nothing
 
 
+def test_generate_secops_writes_each_source_and_the_inventory(tmp_path: Path) -> None:
+    result = streamsmith("generate", "secops", "--root", str(tmp_path), "--chunks", "4",
+                         cwd=tmp_path, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for source in ("auth", "dhcp", "flows"):
+        files = sorted((tmp_path / "input" / "secops" / source).glob("*.json"))
+        assert [f.name for f in files] == [f"secops-{source}-{n:05d}.json" for n in range(4)]
+    assert (tmp_path / "tables" / "assets" / "part-00000.parquet").is_file()
+    assert "brute_force user:user-03" in result.stdout
+    plan = streamsmith("dry-run", "secops", "--root", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert "joins stream dhcp from source dhcp" in plan.stdout, plan.stderr
+    extra = "flows.alerts.streams.leases=dhcp"
+    missing = streamsmith("dry-run", "secops", "--root", str(tmp_path), "--set", extra,
+                          cwd=tmp_path, timeout=60)  # fmt: skip
+    assert_user_error(missing, "flow 'alerts' of app 'secops' has no stream input(s) leases")
+
+
 def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
     assert_user_error(
         streamsmith("run", "nosuchapp", cwd=tmp_path, timeout=60),

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from streamsmith.apps import actions, activity, cloudtrail, logs, nest, signals
+from streamsmith.apps import actions, activity, cloudtrail, logs, nest, secops, signals
 from streamsmith.errors import UserError
 from streamsmith.runtime.app import App
 
 APPS: dict[str, App] = {
     app.name: app
-    for app in (cloudtrail.APP, nest.APP, actions.APP, signals.APP, activity.APP, logs.APP)
+    for app in (
+        cloudtrail.APP,
+        nest.APP,
+        actions.APP,
+        signals.APP,
+        activity.APP,
+        logs.APP,
+        secops.APP,
+    )
 }
 
 

@@ -270,12 +270,19 @@ def _fate(
 
 
 def write_chunks(data: EventData, directory: Path, prefix: str) -> list[Path]:
+    """One JSON-lines file per chunk, in delivery order (see :func:`write_line_chunks`)."""
+    return write_line_chunks(data.chunks, directory, prefix)
+
+
+def write_line_chunks(
+    chunks: Sequence[Sequence[bytes]], directory: Path, prefix: str
+) -> list[Path]:
     """One JSON-lines file per chunk, named and timestamped in delivery order, written
     atomically (a dot file renamed into place: Spark's file source ignores dot files)."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     first = time.time()
-    for number, lines in enumerate(data.chunks):
+    for number, lines in enumerate(chunks):
         target = directory / f"{prefix}-{number:05d}.json"
         staging = directory / f".{target.name}.tmp"
         staging.write_bytes(b"".join(line + b"\n" for line in lines))

@@ -28,6 +28,21 @@ class EventTime:
 
 
 @dataclass(frozen=True)
+class StreamInput:
+    """A further streaming input of a flow: the other side of a stream-stream join.
+
+    The spec says which source feeds it (``flows.<flow>.streams.<name>``); ``prepare``
+    parses that source into events, and only its accepted events reach the transform,
+    as the keyword argument ``name`` (rejects are the quarantine of the flow that owns
+    that source).
+    """
+
+    name: str
+    prepare: Transform
+    record_schema: StructType | None = None
+
+
+@dataclass(frozen=True)
 class FlowDefinition:
     """The code half of a flow; the spec supplies its source, sink and trigger.
 
@@ -45,8 +60,9 @@ class FlowDefinition:
     ``streamsmith.transforms.quarantine``): rejected rows go to the table's quarantine
     table and accepted rows on. ``lookups`` name
     static lake tables passed to the transform as keyword arguments (stream-static
-    joins); Spark re-reads them every micro-batch, so they may be replaced while the
-    stream runs.
+    joins); Spark lists their files again every micro-batch, so a replaced table is
+    joined from the next micro-batch on. ``streams`` are further streaming inputs (see
+    :class:`StreamInput`), passed to the transform as keyword arguments too.
     """
 
     name: str
@@ -55,6 +71,7 @@ class FlowDefinition:
     record_schema: StructType | None = None
     quarantine: bool = True
     lookups: tuple[str, ...] = ()
+    streams: tuple[StreamInput, ...] = ()
     prepare: Transform | None = None
     event_time: EventTime | None = None
     stateful: bool = False

@@ -28,6 +28,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from streamsmith.config import SourceSpec
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 
 FINGERPRINT_FILE = "streamsmith-flow.json"
@@ -53,20 +54,28 @@ _FOREACH_SINKS = {"postgres", "late", "topic"}
 
 def fingerprint(frame: DataFrame, output: Output, flow: FlowPlan) -> dict[str, Any]:
     """What about a query decides whether its checkpoint can be resumed."""
-    source = flow.source
-    if source.is_file_source:
-        where = str(flow.source_path)
-    else:
-        keys = ("subscribe", "subscribepattern", "assign")
-        where = ";".join(f"{k}={v}" for k, v in source.options.items() if k.lower() in keys)
-    return {
+    print_: dict[str, Any] = {
         "version": FINGERPRINT_VERSION,
         "query": output.query_name,
-        "source": {"format": source.format, "input": where},
+        "source": _source_print(flow.source, flow.source_path),
         "sink": {"kind": output.kind, "target": _target(output), "mode": output.output_mode},
         "output_schema": [[f.name, f.dataType.simpleString()] for f in frame.schema.fields],
         "stateful": stateful_operators(frame),
     }
+    if flow.streams:  # stream-stream joins: Spark numbers the sources in plan order
+        print_["streams"] = [
+            _source_print(stream.source, stream.source_path) for stream in flow.streams
+        ]
+    return print_
+
+
+def _source_print(source: SourceSpec, path: Path | None) -> dict[str, str]:
+    if source.is_file_source:
+        where = str(path)
+    else:
+        keys = ("subscribe", "subscribepattern", "assign")
+        where = ";".join(f"{k}={v}" for k, v in source.options.items() if k.lower() in keys)
+    return {"format": source.format, "input": where}
 
 
 def _target(output: Output) -> str:
@@ -157,6 +166,11 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Verdict:
         reasons.append(
             f"the source input changed ({old['source']['input']} -> {new['source']['input']}): "
             "Spark's results over the stored offsets would be unpredictable"
+        )
+    if old.get("streams", []) != new.get("streams", []):
+        reasons.append(
+            f"the joined streams changed ({old.get('streams', [])} -> "
+            f"{new.get('streams', [])}): the stored offsets are per source"
         )
     reasons += _sink_changes(old["sink"], new["sink"], old["output_schema"], new["output_schema"])
     reasons += _state_changes(old["stateful"], new["stateful"])

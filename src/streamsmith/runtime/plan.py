@@ -15,7 +15,7 @@ from typing import Literal
 from streamsmith.config import ConfValue, PipelineSpec, SinkSpec, SourceSpec, Trigger, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
-from streamsmith.runtime.app import App, FlowDefinition
+from streamsmith.runtime.app import App, FlowDefinition, StreamInput
 from streamsmith.runtime.late import BATCH_COLUMN, describe_rule, late_table
 from streamsmith.transforms.quarantine import QUARANTINE_PARTITION_BY, quarantine_table
 
@@ -52,6 +52,16 @@ class Output:
 
 
 @dataclass(frozen=True)
+class StreamPlan:
+    """A further streaming input of a flow with its source resolved."""
+
+    definition: StreamInput
+    source_name: str
+    source: SourceSpec
+    source_path: Path | None
+
+
+@dataclass(frozen=True)
 class FlowPlan:
     """A flow with its source resolved and its outputs laid out."""
 
@@ -61,6 +71,13 @@ class FlowPlan:
     source: SourceSpec
     source_path: Path | None
     outputs: tuple[Output, ...]
+    streams: tuple[StreamPlan, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[tuple[str, Path | None], ...]:
+        """Every source the flow reads, with its input directory (None for Kafka)."""
+        others = ((stream.source_name, stream.source_path) for stream in self.streams)
+        return ((self.source_name, self.source_path), *others)
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
         warnings.extend(check_output_mode(app.name, definition, flow.sink, flow_trigger))
         outputs = _outputs(spec, app.name, definition, flow.sink, flow_trigger)
+        streams = _streams(spec, app.name, definition, flow.streams)
         flows.append(
             FlowPlan(
                 name=definition.name,
@@ -115,11 +133,41 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 source=_with_cluster_options(spec, spec.sources[flow.source]),
                 source_path=spec.source_path(flow.source),
                 outputs=tuple(outputs),
+                streams=streams,
             )
         )
     if not flows:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+
+
+def _streams(
+    spec: PipelineSpec, app: str, definition: FlowDefinition, configured: Mapping[str, str]
+) -> tuple[StreamPlan, ...]:
+    """The flow's further streaming inputs, each fed by the source the spec names."""
+    wanted = {stream.name for stream in definition.streams}
+    where = f"flow {definition.name!r} of app {app!r}"
+    unknown = sorted(set(configured) - wanted)
+    if unknown:
+        raise UserError(
+            f"{where} has no stream input(s) {', '.join(unknown)}"
+            + (f" (its inputs: {', '.join(sorted(wanted))})" if wanted else "")
+        )
+    missing = sorted(wanted - set(configured))
+    if missing:
+        raise UserError(
+            f"{where} joins stream(s) {', '.join(missing)}: name their sources under "
+            f"flows.{definition.name}.streams"
+        )
+    return tuple(
+        StreamPlan(
+            definition=stream,
+            source_name=configured[stream.name],
+            source=_with_cluster_options(spec, spec.sources[configured[stream.name]]),
+            source_path=spec.source_path(configured[stream.name]),
+        )
+        for stream in definition.streams
+    )
 
 
 _KINDS: dict[str, OutputKind] = {
@@ -236,13 +284,14 @@ def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
 def check_inputs(plan: Plan) -> None:
     """Fail early, naming the source, when an input directory is missing."""
     for flow in plan.flows:
-        if flow.source_path is not None and not flow.source_path.is_dir():
-            hint = plan.app.input_hint.format(path=flow.source_path) if plan.app.input_hint else ""
-            raise UserError(
-                f"input directory {flow.source_path} of source {flow.source_name!r} does not "
-                f"exist: create it{', ' + hint if hint else ''} or set "
-                f"sources.{flow.source_name}.path"
-            )
+        for source_name, path in flow.inputs:
+            if path is not None and not path.is_dir():
+                hint = plan.app.input_hint.format(path=path) if plan.app.input_hint else ""
+                raise UserError(
+                    f"input directory {path} of source {source_name!r} does not "
+                    f"exist: create it{', ' + hint if hint else ''} or set "
+                    f"sources.{source_name}.path"
+                )
 
 
 def check_storage_root(root: Path) -> None:
@@ -293,6 +342,10 @@ def describe_plan(plan: Plan) -> str:
             lines.append(
                 f"  source {flow.source_name}: {source.format} files in {flow.source_path}"
                 + (f" ({', '.join(limits)})" if limits else "")
+            )
+        for stream in flow.streams:
+            lines.append(
+                f"  joins stream {stream.definition.name} from source {stream.source_name}"
             )
         rule = flow.definition.event_time
         if rule is not None:

@@ -75,12 +75,26 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     source = read_source(
         spark, flow.source, flow.source_path, definition.record_schema, streaming=streaming
     )
-    lookups = {name: read_table(spark, table_path(root, name)) for name in definition.lookups}
+    inputs: dict[str, DataFrame] = {
+        name: read_table(spark, table_path(root, name)) for name in definition.lookups
+    }
+    for stream in flow.streams:
+        other = read_source(
+            spark,
+            stream.source,
+            stream.source_path,
+            stream.definition.record_schema,
+            streaming=streaming,
+        )
+        inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
     if definition.prepare is None:
-        return FlowFrames(definition.transform(source, **lookups), None)
+        return FlowFrames(definition.transform(source, **inputs), None)
     tagged = definition.prepare(source)
-    events = accepted(tagged) if REJECT_REASON in tagged.columns else tagged
-    return FlowFrames(definition.transform(events, **lookups), tagged)
+    return FlowFrames(definition.transform(_accepted(tagged), **inputs), tagged)
+
+
+def _accepted(tagged: DataFrame) -> DataFrame:
+    return accepted(tagged) if REJECT_REASON in tagged.columns else tagged
 
 
 def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
@@ -89,9 +103,8 @@ def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
     if output.kind == "quarantine":
         return quarantined(tagged)
     if output.kind == "late":
-        return accepted(tagged) if REJECT_REASON in tagged.columns else tagged
-    output_frame = frames.output
-    return accepted(output_frame) if REJECT_REASON in output_frame.columns else output_frame
+        return _accepted(tagged)
+    return _accepted(frames.output)
 
 
 def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, StreamingQuery]]:

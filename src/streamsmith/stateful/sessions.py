@@ -32,6 +32,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streamsmith.stateful import move_timer
+
 SESSION_STATE = StructType(
     [
         StructField("activity", StringType()),
@@ -104,9 +106,7 @@ class ActivitySessions(StatefulProcessor):
         if self.close_at_end:
             yield _frame(key[0], [*closed, session])
             return
-        for timer in self.handle.listTimers():
-            self.handle.deleteTimer(timer)
-        self.handle.registerTimer(session[2] + self.gap_ms)
+        move_timer(self.handle, session[2] + self.gap_ms)
         self.session.update(session)
         yield _frame(key[0], closed)
 

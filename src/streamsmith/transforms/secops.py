@@ -1,0 +1,187 @@
+"""The security platform's transforms: structured logs, DHCP attribution and alert rules.
+
+All pure: frames in, a frame out, the same code for a stream and a batch job.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamsmith.config import parse_duration
+from streamsmith.schemas.security import (
+    ALERT_SCHEMA,
+    AUTH_RESULTS,
+    AUTH_SCHEMA,
+    DHCP_ACTIONS,
+    DHCP_SCHEMA,
+    FLOW_SCHEMA,
+)
+from streamsmith.stateful.detection import DeviceWatch, FailedLogins
+from streamsmith.transforms.events import parse_events
+
+EVENT_TIME = "event_time"
+
+
+def auth_events(source: DataFrame) -> DataFrame:
+    """Typed authentication events, tagged for quarantine."""
+    return parse_events(
+        source,
+        AUTH_SCHEMA,
+        required=("event_id", EVENT_TIME, "user", "src_ip", "result"),
+        rules=((~F.col("result").isin(*AUTH_RESULTS), "result is not success or failure"),),
+    )
+
+
+def dhcp_events(source: DataFrame) -> DataFrame:
+    """Typed DHCP events, tagged for quarantine; assign and renew need a lease length."""
+    leased = F.col("action").isin("assign", "renew")
+    return parse_events(
+        source,
+        DHCP_SCHEMA,
+        required=("event_id", EVENT_TIME, "ip", "mac", "action"),
+        rules=(
+            (~F.col("action").isin(*DHCP_ACTIONS), "action is not assign, renew or release"),
+            (leased & ~(F.col("lease_seconds") > 0), "assign or renew without a positive lease"),
+        ),
+    )
+
+
+def flow_events(source: DataFrame) -> DataFrame:
+    """Typed network flow records, tagged for quarantine."""
+    return parse_events(
+        source,
+        FLOW_SCHEMA,
+        required=("event_id", EVENT_TIME, "src_ip", "dst_ip", "bytes"),
+        rules=((F.col("bytes") < 0, "bytes is negative"),),
+    )
+
+
+def dated(events: DataFrame) -> DataFrame:
+    """Events with the ``date`` their table is partitioned by."""
+    return events.withColumn("date", F.to_date(EVENT_TIME))
+
+
+def _plain_time(column: str) -> Column:
+    """The same timestamp without the event-time mark Spark puts on a watermarked
+    column: a query may carry only one event-time column past a join."""
+    return F.timestamp_micros(F.unix_micros(column))
+
+
+def attributed_logins(
+    auth: DataFrame,
+    dhcp: DataFrame,
+    assets: DataFrame,
+    *,
+    delay: str = "5 minutes",
+    max_lease: str = "24 hours",
+) -> DataFrame:
+    """Each authentication event with the device that held its source IP at that time
+    (a stream-stream join) and that device's owner from the inventory (stream-static).
+
+    A DHCP assign or renew at ``t`` with lease ``L`` covers ``[t, t + L)``; a renewal
+    overlaps the lease it extends, so matches are deduplicated per event and device. An
+    IP no lease covers (an outside address) keeps null device columns: the left side of
+    an outer join, emitted once the watermark shows no lease can still match.
+    ``max_lease`` bounds how long a lease waits in state for events (Spark needs a
+    constant bound, the lease length is a column); leases may not be longer.
+    """
+    leases = (
+        dhcp.filter(F.col("action").isin("assign", "renew"))
+        .select(
+            F.col("ip").alias("lease_ip"),
+            "mac",
+            "hostname",
+            F.col(EVENT_TIME).alias("lease_time"),
+            "lease_seconds",
+        )
+        .withWatermark("lease_time", delay)
+    )
+    covers = (
+        (F.col("src_ip") == F.col("lease_ip"))
+        & (F.col("lease_time") <= F.col(EVENT_TIME))
+        & (F.col(EVENT_TIME) < F.col("lease_time") + F.make_interval(secs=F.col("lease_seconds")))
+        & (
+            F.col(EVENT_TIME)
+            <= F.col("lease_time") + F.expr(f"INTERVAL {_seconds(max_lease)} SECONDS")
+        )
+    )
+    joined = (
+        auth.withWatermark(EVENT_TIME, delay)
+        .join(leases, covers, "leftOuter")
+        .withColumn("lease_start", _plain_time("lease_time"))
+        .drop("lease_time", "lease_ip", "lease_seconds")
+        .dropDuplicates(["event_id", "mac", EVENT_TIME])
+    )
+    inventory = assets.select("mac", "owner", "team", "criticality")
+    return dated(joined.join(inventory, "mac", "left"))
+
+
+def security_alerts(
+    auth: DataFrame,
+    dhcp: DataFrame,
+    assets: DataFrame,
+    *,
+    delay: str = "5 minutes",
+    threshold: int = 10,
+    window: str = "5 minutes",
+    cooldown: str = "30 minutes",
+    silence: str = "25 minutes",
+) -> DataFrame:
+    """Alerts of every rule (see ``streamsmith.stateful.detection``), one schema."""
+    batch = not auth.isStreaming
+    failures = auth.filter(F.col("result") == "failure")
+    by_entity = failures.select(
+        F.concat(F.lit("user:"), "user").alias("entity"), EVENT_TIME, F.col("src_ip").alias("other")
+    ).unionByName(
+        failures.select(
+            F.concat(F.lit("src_ip:"), "src_ip").alias("entity"),
+            EVENT_TIME,
+            F.col("user").alias("other"),
+        )
+    )
+    brute_force = (
+        by_entity.withWatermark(EVENT_TIME, delay)
+        .groupBy("entity")
+        .transformWithStateInPandas(
+            FailedLogins(threshold, _millis(window), _millis(cooldown), close_at_end=batch),
+            ALERT_SCHEMA,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    )
+    known = assets.select("mac", F.lit(True).alias("known")).distinct()
+    devices = dhcp.join(known, "mac", "left").select(
+        "mac",
+        EVENT_TIME,
+        "action",
+        "ip",
+        "hostname",
+        F.coalesce("known", F.lit(False)).alias("known"),
+    )
+    if batch:  # the input is complete up to the last event less the delay
+        latest = devices.agg(F.max(EVENT_TIME).alias("_latest"))
+        devices = (
+            devices.crossJoin(latest)
+            .withColumn("horizon", F.col("_latest") - F.expr(f"INTERVAL {_seconds(delay)} SECONDS"))
+            .drop("_latest")
+        )
+    watched = (
+        devices.withWatermark(EVENT_TIME, delay)
+        .groupBy("mac")
+        .transformWithStateInPandas(
+            DeviceWatch(_millis(silence), close_at_end=batch),
+            ALERT_SCHEMA,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    )
+    return brute_force.unionByName(watched)
+
+
+def _seconds(duration: str) -> int:
+    return int(parse_duration(duration))
+
+
+def _millis(duration: str) -> int:
+    return int(parse_duration(duration) * 1000)

@@ -901,6 +901,39 @@ def report_nest_sightings(
     )
 
 
+@report_cli.command("secops")
+def report_secops(
+    day: Annotated[str, typer.Option("--date", help="The day to report, YYYY-MM-DD (UTC).")],
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | csv | json")] = "table",
+) -> None:
+    """A day of the security platform: failed logins, top talkers, alerts, as lake tables
+    and one HTML page with charts."""
+    from datetime import date
+
+    from streamsmith.apps.secops_report import secops_report
+
+    try:
+        wanted = date.fromisoformat(day)
+    except ValueError:
+        raise UserError(f"--date {day!r}: write the day as YYYY-MM-DD") from None
+    _, pipeline = _spec_for("secops", spec, set_, root)
+    spark = _session(pipeline, "report")
+    report = secops_report(spark, pipeline, wanted)
+    figures = ", ".join(f"{value} {label}" for label, value in report.counts.items())
+    say(f"{wanted}: {figures}")
+    for title, rows in (
+        ("alerts per rule", report.alerts),
+        ("failed logins per user", report.failed_logins[:10]),
+        ("top talkers", report.top_talkers),
+    ):
+        columns = list(rows[0].asDict()) if rows else []
+        _print_rows(rows, columns, title, fmt)
+    say(f"report: {report.html}; tables: {', '.join(sorted(report.tables))}")
+
+
 @cli.command("demo")
 def demo(
     app: Annotated[

@@ -143,7 +143,7 @@ class SparkSpec(StrictModel):
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "WARN"
 
 
-FILE_FORMATS = ("json", "jsonl", "csv", "text")
+FILE_FORMATS = ("json", "jsonl", "csv", "text", "parquet")
 
 
 class SourceSpec(StrictModel):
@@ -155,13 +155,16 @@ class SourceSpec(StrictModel):
 
     File formats: ``json`` (one JSON document per file, as CloudTrail delivers them),
     ``jsonl`` (one JSON object per line), ``csv`` and ``text``; any may be gzipped; they
-    need ``path``. ``kafka`` takes Spark's Kafka options under ``options``
+    need ``path``. ``parquet`` reads Parquet files with the app's schema; pointed at a lake
+    table (``tables/<name>``) it follows that table's commit log, so a flow can consume
+    another flow's output as a stream, committed batches only. ``kafka`` takes Spark's
+    Kafka options under ``options``
     (``kafka.bootstrap.servers``, ``subscribe``, ``startingOffsets``, ...) and reads
     through Spark's JVM connector when it is on the classpath, streamsmith's Python
     connector otherwise (``connector``).
     """
 
-    format: Literal["json", "jsonl", "csv", "text", "kafka"]
+    format: Literal["json", "jsonl", "csv", "text", "parquet", "kafka"]
     path: str | None = Field(default=None, description="directory; relative to storage_root")
     glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
     recursive: bool = True
@@ -210,7 +213,7 @@ class SourceSpec(StrictModel):
         return self
 
 
-SinkFormat = Literal["parquet", "kafka", "postgres", "memory"]
+SinkFormat = Literal["parquet", "kafka", "postgres", "memory", "webhook"]
 
 
 class SinkSpec(StrictModel):
@@ -222,6 +225,9 @@ class SinkSpec(StrictModel):
     ``postgres`` keeps ``table`` in the pipeline's PostgreSQL server exactly once, upserting
     by ``key`` (the columns identifying a result row). ``memory`` keeps the result in the
     running driver as the table ``table``, for interactive queries (rebuilt each run).
+    ``webhook`` POSTs each row as JSON to ``url`` (a secret) with bounded retries (options
+    ``timeout``, ``retries``, ``deadline``: the most a batch waits); rows it could not
+    deliver go to the lake table ``table`` with the error, and the stream goes on.
     """
 
     format: SinkFormat = "parquet"
@@ -231,10 +237,13 @@ class SinkSpec(StrictModel):
     partition_by: tuple[str, ...] = ()
     output_mode: Literal["append", "update", "complete"] = "append"
     connector: Literal["auto", "jvm", "python"] = "auto"
+    url: SecretStr | None = Field(default=None, description="webhook sinks: where to POST")
     options: dict[str, ConfValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _fits_its_format(self) -> SinkSpec:
+        if self.url is not None and self.format != "webhook":
+            raise ValueError("url is for webhook sinks")
         if self.format == "kafka":
             if not self.topic or self.table or self.partition_by or self.key:
                 raise ValueError("a kafka sink needs a topic (and no table, key or partition_by)")
@@ -430,6 +439,11 @@ class PipelineSpec(StrictModel):
     def _flows_are_consistent(self) -> PipelineSpec:
         outputs: dict[str, str] = {}
         for name, flow in self.flows.items():
+            if flow.enabled and flow.sink.format == "webhook" and flow.sink.url is None:
+                raise ValueError(
+                    f"flow {name!r} posts to a webhook: set flows.{name}.sink.url (or disable "
+                    "the flow)"
+                )
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
             if flow.source not in self.sources:
@@ -454,7 +468,7 @@ class PipelineSpec(StrictModel):
         for where, options in [
             *((f"sources.{n}", s.options) for n, s in self.sources.items() if s.format == "kafka"),
             *((f"flows.{n}.sink", f.sink.options) for n, f in self.flows.items()
-              if f.sink.format == "kafka"),
+              if f.sink.format == "kafka" and f.enabled),
         ]:  # fmt: skip
             keys = {key.lower() for key in options}
             if "kafka.bootstrap.servers" not in keys and not self.kafka.bootstrap_servers:

@@ -4,15 +4,24 @@ time slice at a time to every flow, then checked against the generator's ground 
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
+from receivers import notification_receivers
 from streamsmith.apps import get_app
-from streamsmith.config import Trigger, load_spec
+from streamsmith.apps.secops_report import secops_report
+from streamsmith.config import PipelineSpec, Trigger, load_spec
 from streamsmith.generate.secops import SOURCES, SecopsData, secops_data
+from streamsmith.io.kafka.broker import EmbeddedBroker, free_port
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.io.lake import backfill_path, read_table, replace_static_table, table_path
-from streamsmith.runtime.plan import build_plan
+from streamsmith.io.webhook import WebhookTarget, start_webhook_stream
+from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.runner import backfill, start_queries
 from streamsmith.schemas.security import ASSETS_SCHEMA
 
@@ -26,16 +35,63 @@ def write_chunk(root: Path, data: SecopsData, number: int) -> None:
 
 
 def test_the_platform_structures_attributes_and_alerts_exactly(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, broker: EmbeddedBroker
 ) -> None:
     data = secops_data(devices=20, chunks=6, seed=1, corrupt_fraction=0.02)
     assets = table_path(tmp_path, "assets")
     replace_static_table(assets, data.assets, ASSETS_SCHEMA)
+    broker.create_topic("alerts", partitions=1)
     app = get_app("secops")
-    spec = load_spec(app.default_spec, storage_root=str(tmp_path))
-    plan = build_plan(app, spec, Trigger("interval", 0.0))
+    with notification_receivers() as received:
+        sets = [
+            f"kafka.bootstrap_servers={broker.bootstrap}",
+            "flows.alert_topic.enabled=true",
+            "flows.alert_webhook.enabled=true",
+            f"flows.alert_webhook.sink.url={received.webhook_url}",
+        ]
+        spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+        run_slices(spark, tmp_path, data, build_plan(app, spec, Trigger("interval", 0.0)))
+    check_outputs(spark, tmp_path, data, received.posts, broker.bootstrap)
+
+    # The same code as a batch job over the same input: the same results, ids included.
+    backfill(spark, build_plan(app, spec, Trigger("available-now")))
+    alerts = read_table(spark, table_path(tmp_path, "alerts")).collect()
+    batch_alerts = spark.read.parquet(str(backfill_path(tmp_path, "alerts"))).collect()
+    assert sorted(a.alert_id for a in batch_alerts) == sorted(a.alert_id for a in alerts)
+    batch_devices = spark.read.parquet(str(backfill_path(tmp_path, "auth_devices")))
+    assert {r.event_id: r.mac for r in batch_devices.collect()} == data.holders
+    leases = read_table(spark, table_path(tmp_path, "leases")).collect()
+    batch_leases = spark.read.parquet(str(backfill_path(tmp_path, "leases"))).collect()
+    assert sorted(batch_leases) == sorted(leases)
+
+    check_report(spark, spec, data)
+
+
+def check_report(spark: SparkSession, spec: PipelineSpec, data: SecopsData) -> None:
+    """The daily report over the lake the stream wrote, against the ground truth."""
+    report = secops_report(spark, spec, date(2026, 11, 20))
+    auth = [json.loads(line) for line in data.lines("auth") if line.endswith(b"}")]
+    auth = [r for r in auth if r.get("event_id") in data.holders]
+    failures = Counter(r["user"] for r in auth if r["result"] == "failure")
+    assert {r.user: r.failures for r in report.failed_logins} == failures
+    assert report.failed_logins[0].user == "user-03"  # the brute force's victim
+    assert report.top_talkers[0].src_ip == "10.20.0.15"  # ws-05, the anomalous host
+    assert {r.rule: r.alerts for r in report.alerts} == {
+        "brute_force": 3, "device_offline": 1, "new_device": 1,
+    }  # fmt: skip
+    assert report.counts["logins"] == data.events["auth"]
+    assert sum(r.failures for r in report.failures_by_hour) == sum(failures.values())
+    page = report.html.read_text(encoding="utf-8")
+    assert page.count("<svg") == 2 and "user-03" in page and "brute_force" in page
+    again = secops_report(spark, spec, date(2026, 11, 20))  # a rerun replaces its day
+    assert read_table(spark, again.tables["report_alerts"]).count() == 3
+
+
+def run_slices(spark: SparkSession, root: Path, data: SecopsData, plan: Plan) -> None:
+    """Every flow over the data one time slice at a time; the inventory changes halfway."""
+    assets = table_path(root, "assets")
     for source in SOURCES:
-        (tmp_path / "input" / "secops" / source).mkdir(parents=True)
+        (root / "input" / "secops" / source).mkdir(parents=True)
     queries = [query for _, query in start_queries(spark, plan)]
     ws03 = data.assets[3][0]
     try:
@@ -44,13 +100,23 @@ def test_the_platform_structures_attributes_and_alerts_exactly(
                 changed = [(*row[:2], "user-03b", *row[3:]) if row[0] == ws03 else row
                            for row in data.assets]  # fmt: skip
                 replace_static_table(assets, changed, ASSETS_SCHEMA)
-            write_chunk(tmp_path, data, number)
+            write_chunk(root, data, number)
             for query in queries:
                 query.processAllAvailable()
     finally:
         for query in queries:
             query.stop()
 
+
+def check_outputs(
+    spark: SparkSession,
+    tmp_path: Path,
+    data: SecopsData,
+    posts: list[dict[str, Any]],
+    bootstrap: str,
+) -> None:
+    """Every table against the generator's ground truth, and what was delivered."""
+    ws03 = data.assets[3][0]
     # Structured logs: every event in its table, every corrupt line in quarantine.
     for source, table in zip(SOURCES, ("auth_logs", "dhcp_logs", "flow_logs"), strict=True):
         assert read_table(spark, table_path(tmp_path, table)).count() == data.events[source]
@@ -67,6 +133,15 @@ def test_the_platform_structures_attributes_and_alerts_exactly(
             late = row.event_time.hour >= 9  # chunk 3 starts at 09:00
             assert row.owner == ("user-03b" if late else "user-03"), row
 
+    # Leases: each one the watermark has passed closed once, with why it ended.
+    leases = read_table(spark, table_path(tmp_path, "leases")).collect()
+    horizon = max(r.event_time for r in read_table(spark, table_path(tmp_path, "dhcp_logs"))
+                  .select("event_time").collect()) - timedelta(minutes=5)  # fmt: skip
+    closed = [(ip, mac, why) for ip, mac, _, end, why in data.leases
+              if end.replace(tzinfo=None) <= horizon]  # fmt: skip
+    assert sorted((r.ip, r.mac, r.ended_by) for r in leases) == sorted(closed)
+    assert {why for *_, why in closed} == {"expired", "released"}
+
     # Alerts: every injected incident a rule covers, once; nothing else.
     alerts = read_table(spark, table_path(tmp_path, "alerts")).collect()
     raised = sorted((a.rule, a.entity) for a in alerts)
@@ -77,9 +152,46 @@ def test_the_platform_structures_attributes_and_alerts_exactly(
     assert raised == expected
     assert len({a.alert_id for a in alerts}) == len(alerts)
 
-    # The same code as a batch job over the same input: the same alerts, ids included.
-    backfill(spark, build_plan(app, spec, Trigger("available-now")))
-    batch_alerts = spark.read.parquet(str(backfill_path(tmp_path, "alerts"))).collect()
-    assert sorted(a.alert_id for a in batch_alerts) == sorted(a.alert_id for a in alerts)
-    batch_devices = spark.read.parquet(str(backfill_path(tmp_path, "auth_devices")))
-    assert {r.event_id: r.mac for r in batch_devices.collect()} == data.holders
+    # Delivery: every alert once to the topic (keyed by its id) and to the webhook.
+    ids = sorted(a.alert_id for a in alerts)
+    records = topic_records(spark, bootstrap, "alerts")
+    assert sorted(key for key, _ in records) == ids
+    assert sorted(json.loads(value)["alert_id"] for _, value in records) == ids
+    assert sorted(post["alert_id"] for post in posts) == ids
+
+
+def topic_records(spark: SparkSession, bootstrap: str, topic: str) -> list[tuple[str, str]]:
+    """Every record of a topic as (key, value) text, read as a batch."""
+    register_kafka_source(spark)
+    frame = (
+        spark.read.format(SOURCE_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    return [(bytes(r.key).decode(), bytes(r.value).decode()) for r in frame.collect()]
+
+
+def test_a_dead_webhook_never_stops_the_stream_and_its_failures_are_recorded(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    inbox = tmp_path / "alerts"
+    inbox.mkdir()
+    (inbox / "a.json").write_text(
+        '{"alert_id": "a1", "rule": "r"}\n{"alert_id": "a2", "rule": "r"}\n'
+    )
+    frame = spark.readStream.schema("alert_id string, rule string").json(str(inbox))
+    dead = f"http://127.0.0.1:{free_port()}/hook"
+    target = WebhookTarget(dead, timeout_s=0.5, retries=1, deadline_s=5.0)
+    undelivered = tmp_path / "undelivered"
+    query = start_webhook_stream(frame, name="dead_hook", checkpoint=tmp_path / "checkpoint",
+                                 trigger=Trigger("interval", 0.0), target=target,
+                                 undelivered=undelivered)  # fmt: skip
+    try:
+        query.processAllAvailable()
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+    rows = read_table(spark, undelivered).collect()
+    assert sorted(json.loads(r.row)["alert_id"] for r in rows) == ["a1", "a2"]
+    assert all(r.attempts == 2 and "refused" in r.error and r.batch_id == 0 for r in rows), rows

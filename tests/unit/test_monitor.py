@@ -81,6 +81,8 @@ def test_file_backlog_counts_unread_files_after_compaction(tmp_path: Path) -> No
         path.write_text("x" * (number + 1))
         files.append(path)
     (inbox / ".f9.json.tmp").write_text("hidden: Spark skips it")
+    (inbox / "_spark_metadata").mkdir()  # a lake table read as a stream: its commit log
+    (inbox / "_spark_metadata" / "0").write_text("v1")
 
     def entry(path: Path, batch: int) -> str:
         return json.dumps({"path": f"file://{path}", "timestamp": 1, "batchId": batch})

@@ -17,6 +17,7 @@ from streamsmith.stateful.detection import (
     count_failures,
     watch_device,
 )
+from streamsmith.stateful.leases import LeaseTracker, track
 
 T0 = datetime(2026, 11, 20, 8, tzinfo=UTC)
 MINUTE = 60_000
@@ -156,3 +157,39 @@ def test_only_an_unknown_mac_is_a_new_device() -> None:
                                     (ms(30), "renew", "10.0.0.1", "x", False)],
                              mac="m", silence_ms=MINUTE)  # fmt: skip
     assert [a.rule for a in alerts] == ["new_device"]
+
+
+def lease_events(*events: tuple[float, str, str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ip": ["10.20.0.17"] * len(events),
+            "event_time": [pd.Timestamp(T0 + timedelta(seconds=s)) for s, _, _ in events],
+            "action": [action for _, action, _ in events],
+            "mac": [mac for _, _, mac in events],
+            "hostname": [f"host-{mac}" for _, _, mac in events],
+            "lease_seconds": [0 if action == "release" else 1200 for _, action, _ in events],
+        }
+    )
+
+
+def test_leases_are_extended_by_renewals_and_closed_by_release_reassignment_or_expiry() -> None:
+    lease, closed = track(None, [(ms(0), "assign", "a", "ha", 1200),
+                                 (ms(600), "renew", "a", "ha", 1200)])  # fmt: skip
+    assert closed == [] and lease == ("a", "ha", ms(0), ms(1800))
+    lease, closed = track(lease, [(ms(700), "assign", "b", "hb", 1200)])  # a server reassigns
+    assert closed == [(("a", "ha", ms(0), ms(700)), "reassigned")]
+    lease, closed = track(lease, [(ms(800), "release", "b", "hb", 0)])
+    assert lease is None and closed == [(("b", "hb", ms(700), ms(800)), "released")]
+    lease, closed = track(("a", "ha", ms(0), ms(1200)), [(ms(1300), "assign", "c", "hc", 1200)])
+    assert closed == [(("a", "ha", ms(0), ms(1200)), "expired")]
+
+
+def test_an_expired_lease_is_closed_by_its_timer_which_clears_the_state() -> None:
+    run = event_time_tester(LeaseTracker())
+    out = run.testInPandas("10.20.0.17", lease_events((0, "assign", "a"), (600, "renew", "a")))
+    assert len(out) == 0
+    assert run.peekValueState("lease", "10.20.0.17") == ("a", "host-a", ms(0), ms(1800))
+    assert len(run.setWatermark(ms(1800) - 1)) == 0
+    expired = run.setWatermark(ms(1800))
+    assert expired[["mac", "ended_by"]].values.tolist() == [["a", "expired"]]
+    assert run.peekValueState("lease", "10.20.0.17") is None  # state bounded by live leases

@@ -22,14 +22,17 @@ from __future__ import annotations
 from functools import partial
 
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput, Transform
-from streamsmith.schemas.security import AUTH_SCHEMA, DHCP_SCHEMA, FLOW_SCHEMA
+from streamsmith.schemas.security import ALERT_SCHEMA, AUTH_SCHEMA, DHCP_SCHEMA, FLOW_SCHEMA
 from streamsmith.transforms.secops import (
     EVENT_TIME,
+    alert_messages,
+    alert_rows,
     attributed_logins,
     auth_events,
     dated,
     dhcp_events,
     flow_events,
+    lease_history,
     security_alerts,
 )
 
@@ -44,6 +47,7 @@ DEFAULT_SPEC = {
         "auth": {"format": "jsonl", "path": "input/secops/auth"},
         "dhcp": {"format": "jsonl", "path": "input/secops/dhcp"},
         "flows": {"format": "jsonl", "path": "input/secops/flows"},
+        "alert_stream": {"format": "parquet", "path": "tables/alerts"},
     },
     "flows": {
         "auth_logs": {"source": "auth", "sink": {"table": "auth_logs", "partition_by": ["date"]}},
@@ -54,7 +58,18 @@ DEFAULT_SPEC = {
             "streams": {"dhcp": "dhcp"},
             "sink": {"table": "auth_devices", "partition_by": ["date"]},
         },
+        "leases": {"source": "dhcp", "sink": {"table": "leases"}},
         "alerts": {"source": "auth", "streams": {"dhcp": "dhcp"}, "sink": {"table": "alerts"}},
+        "alert_topic": {
+            "source": "alert_stream",
+            "enabled": False,
+            "sink": {"format": "kafka", "topic": "alerts"},
+        },
+        "alert_webhook": {
+            "source": "alert_stream",
+            "enabled": False,
+            "sink": {"format": "webhook", "table": "alert_webhook_undelivered"},
+        },
     },
 }
 
@@ -101,6 +116,17 @@ APP = App(
             description="network flow records, typed, by date",
             record_schema=FLOW_SCHEMA,
         ),
+        FlowDefinition(
+            name="leases",
+            prepare=dhcp_events,
+            transform=partial(lease_history, delay=DELAY),
+            description="DHCP leases per IP, closed by release, expiry (a timer) or reassignment",
+            record_schema=DHCP_SCHEMA,
+            quarantine=False,  # the dhcp_logs flow quarantines bad DHCP records
+            event_time=EventTime(EVENT_TIME, DELAY),
+            stateful=True,
+            record_late=False,
+        ),
         _joined(
             "auth_devices",
             partial(attributed_logins, delay=DELAY),
@@ -118,6 +144,20 @@ APP = App(
             ),
             f"brute force (>= {THRESHOLD} failures in {WINDOW}, {COOLDOWN} cooldown), "
             f"new and silent ({SILENCE}) devices",
+        ),
+        FlowDefinition(
+            name="alert_topic",
+            transform=alert_messages,
+            description="new rows of the alerts table to Kafka, keyed by alert_id",
+            record_schema=ALERT_SCHEMA,
+            quarantine=False,
+        ),
+        FlowDefinition(
+            name="alert_webhook",
+            transform=alert_rows,
+            description="new rows of the alerts table POSTed to a webhook",
+            record_schema=ALERT_SCHEMA,
+            quarantine=False,
         ),
     ),
     default_spec=DEFAULT_SPEC,

@@ -61,6 +61,7 @@ class SecopsData:
     assets: list[tuple[str, str, str, str, str]]
     incidents: list[Incident]
     holders: dict[str, str | None]  # auth event_id -> MAC holding its src_ip at that time
+    leases: list[tuple[str, str, datetime, datetime, str]]  # ip, mac, start, end, ended_by
     events: Counter[str] = field(default_factory=Counter)  # valid events per source
     corrupt: Counter[str] = field(default_factory=Counter)  # corrupt lines per source
 
@@ -73,6 +74,7 @@ class _Lease:
     mac: str
     start: datetime
     end: datetime
+    released: bool = False
 
 
 class _Network:
@@ -96,7 +98,7 @@ class _Network:
                   lease_seconds=lease)  # fmt: skip
         held = self.leases.setdefault(ip, [])
         if action == "release":
-            held[-1].end = moment
+            held[-1].end, held[-1].released = moment, True
         elif held and held[-1].mac == mac and held[-1].end >= moment:
             held[-1].end = moment + LEASE
         else:
@@ -159,7 +161,12 @@ def secops_data(
     incidents += _brute_force(net, rng, start + timedelta(minutes=40), devices)
     incidents.append(_anomaly(net, rng, start + timedelta(minutes=100), ips[5], hosts[5]))
     holders = {r["event_id"]: net.holder(r["src_ip"], r["event_time"]) for r in net.records["auth"]}
-    data = SecopsData({}, assets, incidents, holders)
+    leases = [
+        (ip, lease.mac, lease.start, lease.end, "released" if lease.released else "expired")
+        for ip, held in net.leases.items()
+        for lease in held
+    ]
+    data = SecopsData({}, assets, incidents, holders, sorted(leases))
     corrupt_rng = random.Random(seed ^ 0x5EC0)
     for source in SOURCES:
         records = sorted(net.records[source], key=lambda r: (r["event_time"], r["event_id"]))

@@ -75,7 +75,7 @@ Reader = DataStreamReader | DataFrameReader
 
 
 def _with_common_options(reader: Reader, spec: SourceSpec, streaming: bool) -> Reader:
-    if spec.recursive:
+    if spec.recursive and spec.format != "parquet":  # a table's layout is its own
         reader = reader.option("recursiveFileLookup", "true")
     if spec.glob:
         reader = reader.option("pathGlobFilter", spec.glob)
@@ -122,6 +122,15 @@ def read_files(
         )
     if schema is None:
         raise ValueError(f"a {spec.format} source needs the app's record schema")
+    if spec.format == "parquet":
+        frame = reader.format("parquet").schema(schema).load(path)
+        data = [F.col(field.name) for field in schema.fields]
+        return frame.select(
+            *data,
+            F.col("_metadata.file_path").alias(SOURCE_FILE),
+            F.to_json(F.struct(*data)).alias(RAW),
+            F.lit(None).cast("string").alias(READ_ERROR),
+        )
     with_corrupt = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
     frame = (
         reader.format("json" if spec.format == "jsonl" else "csv")

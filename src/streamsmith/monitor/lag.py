@@ -49,7 +49,10 @@ class FileSourceProbe:
             path
             for path in found
             if path.is_file()
-            and not path.name.startswith((".", "_"))
+            # hidden files and folders (a lake table's _spark_metadata) hold no input
+            and not any(
+                part.startswith((".", "_")) for part in path.relative_to(self.directory).parts
+            )
             and (self.glob is None or fnmatch.fnmatch(path.name, self.glob))
         ]
 

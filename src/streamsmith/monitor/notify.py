@@ -97,13 +97,15 @@ class Notifier:
         self.on_failure(channel, error, event)
 
 
-def post_json(url: str, event: Mapping[str, Any], timeout: float) -> None:
+def post_json(
+    url: str, event: Mapping[str, Any], timeout: float, idempotency_key: str | None = None
+) -> None:
     """POST ``event`` as JSON; any answer but 2xx is a failure."""
+    headers = {"Content-Type": "application/json", "User-Agent": "streamsmith"}
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
     request = urllib.request.Request(
-        url,
-        data=json.dumps(event, default=str).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "streamsmith"},
-        method="POST",
+        url, data=json.dumps(event, default=str).encode(), headers=headers, method="POST"
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         if not 200 <= response.status < 300:

@@ -19,7 +19,7 @@ from streamsmith.runtime.app import App, FlowDefinition, StreamInput
 from streamsmith.runtime.late import BATCH_COLUMN, describe_rule, late_table
 from streamsmith.transforms.quarantine import QUARANTINE_PARTITION_BY, quarantine_table
 
-OutputKind = Literal["table", "quarantine", "topic", "postgres", "memory", "late"]
+OutputKind = Literal["table", "quarantine", "topic", "postgres", "memory", "late", "webhook"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class Output:
     ``table``, ``quarantine`` and ``late`` outputs write ``path`` in the lake; ``topic``
     outputs write the Kafka topic ``table`` with ``options``; ``postgres`` outputs keep
     ``table`` in PostgreSQL, upserting by ``key``; ``memory`` outputs keep ``table`` in
-    the driver. Backfills always land in the lake, at ``backfill_path``.
+    the driver; ``webhook`` outputs POST rows to ``url`` and keep failed deliveries in
+    the lake table ``table`` at ``path``. Backfills always land in the lake, at
+    ``backfill_path``.
     """
 
     query_name: str
@@ -44,6 +46,7 @@ class Output:
     options: Mapping[str, ConfValue] = field(default_factory=dict)
     connector: str = "auto"
     key: tuple[str, ...] = ()
+    url: str | None = field(default=None, repr=False)
 
     @property
     def spark_name(self) -> str:
@@ -175,6 +178,7 @@ _KINDS: dict[str, OutputKind] = {
     "kafka": "topic",
     "postgres": "postgres",
     "memory": "memory",
+    "webhook": "webhook",
 }
 
 
@@ -192,15 +196,16 @@ def _outputs(
             query_name=f"{app}.{definition.name}",
             kind=kind,
             table=sink.name,
-            path=table_path(root, sink.name) if kind == "table" else None,
+            path=table_path(root, sink.name) if kind in ("table", "webhook") else None,
             backfill_path=backfill_path(root, base),
             checkpoint=checkpoints / definition.name,
             partition_by=sink.partition_by,
             output_mode=sink.output_mode,
             trigger=trigger,
-            options=spec.kafka_options(sink.options) if kind == "topic" else {},
+            options=_sink_options(spec, kind, sink),
             connector=sink.connector,
             key=sink.key,
+            url=sink.url.get_secret_value() if sink.url is not None else None,
         )
     ]
     companions: list[tuple[OutputKind, str, tuple[str, ...]]] = []
@@ -225,12 +230,19 @@ def _outputs(
     return outputs
 
 
+def _sink_options(spec: PipelineSpec, kind: OutputKind, sink: SinkSpec) -> dict[str, ConfValue]:
+    if kind == "topic":
+        return spec.kafka_options(sink.options)
+    return dict(sink.options) if kind == "webhook" else {}
+
+
 # Output modes each sink format can take (Spark's file sink appends only).
 _SINK_MODES = {
     "parquet": ("append",),
     "kafka": ("append", "update", "complete"),
     "postgres": ("append", "update", "complete"),
     "memory": ("append", "update", "complete"),
+    "webhook": ("append", "update"),
 }
 
 
@@ -283,8 +295,11 @@ def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
 
 def check_inputs(plan: Plan) -> None:
     """Fail early, naming the source, when an input directory is missing."""
+    produced = {output.path for output in plan.outputs if output.kind == "table"}
     for flow in plan.flows:
         for source_name, path in flow.inputs:
+            if path in produced:  # another flow's table: it exists once that flow starts
+                continue
             if path is not None and not path.is_dir():
                 hint = plan.app.input_hint.format(path=path) if plan.app.input_hint else ""
                 raise UserError(
@@ -373,4 +388,12 @@ def _describe_target(spec: PipelineSpec, output: Output) -> str:
         return f"postgres table {spec.postgres.db_schema}.{output.table}{key} on {dsn_origin(spec)}"
     if output.kind == "memory":
         return f"memory table {output.table}"
+    if output.kind == "webhook":
+        from urllib.parse import urlsplit
+
+        where = urlsplit(output.url or "")
+        return (
+            f"webhook {where.scheme}://{where.hostname}:{where.port or ''} (URL redacted; "
+            f"failed deliveries in parquet {output.path})"
+        )
     return f"parquet {output.path}"

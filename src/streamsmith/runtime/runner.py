@@ -26,6 +26,7 @@ from streamsmith.io.postgres.dsn import resolve_dsn
 from streamsmith.io.postgres.sink import PostgresTarget, reset_target
 from streamsmith.io.sinks import start_memory_stream, start_postgres_stream, start_topic_stream
 from streamsmith.io.sources import read_source
+from streamsmith.io.webhook import WebhookTarget, start_webhook_stream
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.late import start_late_stream
@@ -181,6 +182,10 @@ def _start_query(
             frame, table=output.table, output_mode=output.output_mode, **common
         )
     assert output.path is not None
+    if output.kind == "webhook":
+        assert output.url is not None
+        target = WebhookTarget.from_options(output.url, dict(output.options))
+        return start_webhook_stream(frame, target=target, undelivered=output.path, **common)
     if output.kind == "late":
         assert flow.definition.event_time is not None
         return start_late_stream(

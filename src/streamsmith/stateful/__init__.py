@@ -3,6 +3,7 @@ event-time timers, on the RocksDB state store."""
 
 from __future__ import annotations
 
+import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 
@@ -13,3 +14,14 @@ def move_timer(handle: StatefulProcessorHandle, at_ms: int | None) -> None:
         handle.deleteTimer(timer)
     if at_ms is not None:
         handle.registerTimer(at_ms)
+
+
+def millis(times: pd.Series) -> pd.Series:
+    """Timestamps (as Spark hands them to a processor) in epoch milliseconds."""
+    return pd.to_datetime(times, utc=True).astype("int64") // 1_000_000
+
+
+def timestamps(values: list[int]) -> pd.Series:
+    """Epoch milliseconds as a UTC timestamp column, typed even when empty (Arrow needs
+    the type to build the output batch)."""
+    return pd.Series(pd.to_datetime(values, unit="ms", utc=True), dtype="datetime64[ns, UTC]")

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 from streamsmith.schemas.security import ALERT_SCHEMA
-from streamsmith.stateful import move_timer
+from streamsmith.stateful import millis, move_timer, timestamps
 
 
 @dataclass(frozen=True)
@@ -61,28 +61,21 @@ def alert_id(rule: str, entity: str, first_seen_ms: int) -> str:
 def alert_frame(alerts: list[Alert]) -> pd.DataFrame:
     """Alerts as rows of ``ALERT_SCHEMA``; typed even when empty (Arrow needs it)."""
 
-    def times(values: list[int]) -> pd.Series:
-        return pd.Series(pd.to_datetime(values, unit="ms", utc=True), dtype="datetime64[ns, UTC]")
-
     return pd.DataFrame(
         {
             "alert_id": pd.Series([a.alert_id for a in alerts], dtype=object),
             "rule": pd.Series([a.rule for a in alerts], dtype=object),
             "severity": pd.Series([a.severity for a in alerts], dtype=object),
             "entity": pd.Series([a.entity for a in alerts], dtype=object),
-            "window_start": times([a.window_start_ms for a in alerts]),
-            "window_end": times([a.window_end_ms for a in alerts]),
+            "window_start": timestamps([a.window_start_ms for a in alerts]),
+            "window_end": timestamps([a.window_end_ms for a in alerts]),
             "evidence": pd.Series(
                 [json.dumps(a.evidence, sort_keys=True) for a in alerts], dtype=object
             ),
-            "first_seen": times([a.first_seen_ms for a in alerts]),
-            "last_seen": times([a.last_seen_ms for a in alerts]),
+            "first_seen": timestamps([a.first_seen_ms for a in alerts]),
+            "last_seen": timestamps([a.last_seen_ms for a in alerts]),
         }
     )[ALERT_SCHEMA.fieldNames()]
-
-
-def _millis(frame: pd.DataFrame, column: str) -> pd.Series:
-    return pd.to_datetime(frame[column], utc=True).astype("int64") // 1_000_000
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,7 +146,7 @@ class FailedLogins(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(rows), ignore_index=True)
         new = list(
-            zip(_millis(frame, "event_time").tolist(), frame["other"].astype(str), strict=True)
+            zip(millis(frame["event_time"]).tolist(), frame["other"].astype(str), strict=True)
         )
         recent = (
             [(int(a), str(o)) for a, o in self.failures.get()] if self.failures.exists() else []
@@ -252,7 +245,7 @@ class DeviceWatch(StatefulProcessor):
         frame = pd.concat(list(rows), ignore_index=True)
         events = list(
             zip(
-                _millis(frame, "event_time").tolist(),
+                millis(frame["event_time"]).tolist(),
                 frame["action"].astype(str),
                 frame["ip"].astype(str),
                 frame["hostname"].astype(str),
@@ -265,7 +258,7 @@ class DeviceWatch(StatefulProcessor):
         mac = str(key[0])
         device, alerts = watch_device(before, events, mac=mac, silence_ms=self.silence_ms)
         if self.close_at_end:
-            horizon = int(_millis(frame, "horizon").max())
+            horizon = int(millis(frame["horizon"]).max())
             if not device[1] and horizon - device[0] >= self.silence_ms:
                 alerts.append(offline_alert(mac, device, self.silence_ms))
         else:

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from streamsmith.stateful import move_timer
+from streamsmith.stateful import millis, move_timer, timestamps
 
 SESSION_STATE = StructType(
     [
@@ -93,8 +93,7 @@ class ActivitySessions(StatefulProcessor):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         readings = pd.concat(list(rows), ignore_index=True)
-        times = pd.to_datetime(readings[self.time_column], utc=True)
-        readings = readings.assign(_ms=times.astype("int64") // 1_000_000).sort_values("_ms")
+        readings = readings.assign(_ms=millis(readings[self.time_column])).sort_values("_ms")
         stored = self.session.get() if self.session.exists() else None
         session: Session | None = tuple(stored) if stored is not None else None
         closed: list[Session] = []
@@ -124,16 +123,12 @@ class ActivitySessions(StatefulProcessor):
 def _frame(user: str, sessions: list[Session]) -> pd.DataFrame:
     """Sessions as rows of ``SESSION_OUTPUT``; typed even when empty (Arrow needs it)."""
 
-    def times(index: int) -> pd.Series:
-        values = [s[index] for s in sessions]
-        return pd.Series(pd.to_datetime(values, unit="ms", utc=True), dtype="datetime64[ns, UTC]")
-
     return pd.DataFrame(
         {
             "User": pd.Series([user] * len(sessions), dtype=object),
             "activity": pd.Series([s[0] for s in sessions], dtype=object),
-            "start": times(1),
-            "end": times(2),
+            "start": timestamps([s[1] for s in sessions]),
+            "end": timestamps([s[2] for s in sessions]),
             "readings": pd.Series([s[3] for s in sessions], dtype="int64"),
             "stale": pd.Series([s[4] for s in sessions], dtype="int64"),
         }

@@ -18,6 +18,7 @@ from streamsmith.schemas.security import (
     FLOW_SCHEMA,
 )
 from streamsmith.stateful.detection import DeviceWatch, FailedLogins
+from streamsmith.stateful.leases import LEASE_OUTPUT, LeaseTracker
 from streamsmith.transforms.events import parse_events
 
 EVENT_TIME = "event_time"
@@ -159,13 +160,8 @@ def security_alerts(
         "hostname",
         F.coalesce("known", F.lit(False)).alias("known"),
     )
-    if batch:  # the input is complete up to the last event less the delay
-        latest = devices.agg(F.max(EVENT_TIME).alias("_latest"))
-        devices = (
-            devices.crossJoin(latest)
-            .withColumn("horizon", F.col("_latest") - F.expr(f"INTERVAL {_seconds(delay)} SECONDS"))
-            .drop("_latest")
-        )
+    if batch:
+        devices = with_horizon(devices, delay)
     watched = (
         devices.withWatermark(EVENT_TIME, delay)
         .groupBy("mac")
@@ -177,6 +173,102 @@ def security_alerts(
         )
     )
     return brute_force.unionByName(watched)
+
+
+def alert_rows(alerts: DataFrame) -> DataFrame:
+    """The alerts as stored (lineage columns of the table stream dropped)."""
+    return alerts.select(*ALERT_SCHEMA.fieldNames())
+
+
+def alert_messages(alerts: DataFrame) -> DataFrame:
+    """Alerts as Kafka records: key ``alert_id``, value the alert as JSON. A replayed
+    batch re-sends the same keys, which consumers (and compacted topics) collapse."""
+    rows = alert_rows(alerts)
+    return rows.select(
+        F.col("alert_id").alias("key"), F.to_json(F.struct(*rows.columns)).alias("value")
+    )
+
+
+def lease_history(dhcp: DataFrame, delay: str = "5 minutes") -> DataFrame:
+    """Closed DHCP leases per IP with why they ended (``streamsmith.stateful.leases``)."""
+    batch = not dhcp.isStreaming
+    events = dhcp.select("ip", EVENT_TIME, "action", "mac", "hostname", "lease_seconds")
+    if batch:
+        events = with_horizon(events, delay)
+    return (
+        events.withWatermark(EVENT_TIME, delay)
+        .groupBy("ip")
+        .transformWithStateInPandas(
+            LeaseTracker(close_at_end=batch),
+            LEASE_OUTPUT,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    )
+
+
+def with_horizon(events: DataFrame, delay: str) -> DataFrame:
+    """A batch frame with ``horizon``: its last event time less the delay, the point a
+    stream's watermark reaches over the same input. Processors use it in place of the
+    timers a batch job does not have."""
+    latest = events.agg(F.max(EVENT_TIME).alias("_latest"))
+    horizon = F.col("_latest") - F.expr(f"INTERVAL {_seconds(delay)} SECONDS")
+    return events.crossJoin(latest).withColumn("horizon", horizon).drop("_latest")
+
+
+# Reports: the same pure transforms over a day of the lake (or over a stream).
+
+
+def failed_logins_by_user(auth: DataFrame) -> DataFrame:
+    """Failed logins per user: how many, from how many addresses, first and last."""
+    return (
+        auth.filter(F.col("result") == "failure")
+        .groupBy("user")
+        .agg(
+            F.count(F.lit(1)).alias("failures"),
+            F.countDistinct("src_ip").alias("sources"),
+            F.min(EVENT_TIME).alias("first_failure"),
+            F.max(EVENT_TIME).alias("last_failure"),
+        )
+    )
+
+
+def failed_logins_by_hour(auth: DataFrame) -> DataFrame:
+    """Failed logins per hour of the day, every hour present (zero when none)."""
+    hours = auth.sparkSession.range(24).select(F.col("id").cast("int").alias("hour"))
+    failures = (
+        auth.filter(F.col("result") == "failure")
+        .groupBy(F.hour(EVENT_TIME).alias("hour"))
+        .agg(F.count(F.lit(1)).alias("failures"))
+    )
+    return hours.join(failures, "hour", "left").fillna(0, ["failures"]).orderBy("hour")
+
+
+def top_talkers(flows: DataFrame, limit: int = 10) -> DataFrame:
+    """The source addresses that sent the most bytes."""
+    return (
+        flows.groupBy("src_ip")
+        .agg(
+            F.sum("bytes").alias("bytes"),
+            F.count(F.lit(1)).alias("flows"),
+            F.countDistinct("dst_ip").alias("destinations"),
+            F.countDistinct("dst_port").alias("ports"),
+        )
+        .orderBy(F.desc("bytes"), "src_ip")
+        .limit(limit)
+    )
+
+
+def alerts_by_rule(alerts: DataFrame) -> DataFrame:
+    """Alerts per rule and severity, with the entities they name."""
+    return (
+        alerts.groupBy("rule", "severity")
+        .agg(
+            F.count(F.lit(1)).alias("alerts"),
+            F.concat_ws(", ", F.sort_array(F.collect_set("entity"))).alias("entities"),
+        )
+        .orderBy("rule")
+    )
 
 
 def _seconds(duration: str) -> int:

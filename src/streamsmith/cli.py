@@ -934,6 +934,41 @@ def report_secops(
     say(f"report: {report.html}; tables: {', '.join(sorted(report.tables))}")
 
 
+train_cli = typer.Typer(
+    help="Train models on the lake for the streams to use.", no_args_is_help=True
+)
+cli.add_typer(train_cli, name="train")
+
+
+@train_cli.command("secops-anomaly")
+def train_secops_anomaly(
+    clusters: Annotated[int, typer.Option("--clusters", help="k of k-means.", min=1)] = 3,
+    margin: Annotated[
+        float, typer.Option("--margin", help="Threshold = largest training score x margin.")
+    ] = 1.5,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+) -> None:
+    """Fit the host anomaly model on flow_logs; the running stream picks it up."""
+    from streamsmith.io.lake import model_path, read_table, table_path
+    from streamsmith.ml.anomaly import MODEL_NAME, save, train
+    from streamsmith.transforms.secops import host_windows
+
+    _, pipeline = _spec_for("secops", spec, set_, root)
+    spark = _session(pipeline, "train")
+    flows = read_table(spark, table_path(pipeline.root, "flow_logs"))
+    try:
+        model, fitted = train(host_windows(flows), k=clusters, margin=margin)
+    except ValueError as exc:
+        raise UserError(f"cannot train {MODEL_NAME}: {exc}") from None
+    current = save(model, fitted, model_path(pipeline.root, MODEL_NAME).parent)
+    say(
+        f"trained {MODEL_NAME} {model.version} on {model.trained_on} host windows "
+        f"(threshold {model.threshold:.3f}); current: {current}"
+    )
+
+
 @cli.command("demo")
 def demo(
     app: Annotated[

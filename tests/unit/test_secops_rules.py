@@ -44,7 +44,7 @@ def test_the_generator_is_reproducible_and_its_ground_truth_follows_the_leases()
         ("brute_force", "user:user-03"),
         ("brute_force", "src_ip:203.0.113.7"),
         ("brute_force", "src_ip:198.51.100.9"),
-        ("anomaly", "host:ws-05"),
+        ("anomaly", "src_ip:10.20.0.15"),
     ]
     auth = [r for r in map(valid, data.lines("auth")) if r and r["event_id"] in data.holders]
     assert len(auth) == data.events["auth"] == len(data.holders)
@@ -96,6 +96,7 @@ def failures(*seconds: float, entity: str = "user:u") -> pd.DataFrame:
             "entity": [entity] * len(seconds),
             "event_time": [pd.Timestamp(T0 + timedelta(seconds=s)) for s in seconds],
             "other": ["203.0.113.7"] * len(seconds),
+            "failed": [True] * len(seconds),
         }
     )
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from streamsmith.ml.anomaly import MODEL_NAME
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput, Transform
 from streamsmith.schemas.security import ALERT_SCHEMA, AUTH_SCHEMA, DHCP_SCHEMA, FLOW_SCHEMA
 from streamsmith.transforms.secops import (
@@ -59,7 +60,11 @@ DEFAULT_SPEC = {
             "sink": {"table": "auth_devices", "partition_by": ["date"]},
         },
         "leases": {"source": "dhcp", "sink": {"table": "leases"}},
-        "alerts": {"source": "auth", "streams": {"dhcp": "dhcp"}, "sink": {"table": "alerts"}},
+        "alerts": {
+            "source": "auth",
+            "streams": {"dhcp": "dhcp", "flows": "flows"},
+            "sink": {"table": "alerts"},
+        },
         "alert_topic": {
             "source": "alert_stream",
             "enabled": False,
@@ -74,8 +79,15 @@ DEFAULT_SPEC = {
 }
 
 
-def _joined(name: str, transform: Transform, description: str) -> FlowDefinition:
-    """A flow over logins with the DHCP stream and the inventory beside them."""
+def _joined(
+    name: str,
+    transform: Transform,
+    description: str,
+    *extra: StreamInput,
+    models: tuple[str, ...] = (),
+) -> FlowDefinition:
+    """A flow over logins with the DHCP stream (and ``extra`` streams) and the inventory
+    beside them."""
     return FlowDefinition(
         name=name,
         prepare=auth_events,
@@ -84,7 +96,8 @@ def _joined(name: str, transform: Transform, description: str) -> FlowDefinition
         record_schema=AUTH_SCHEMA,
         quarantine=False,  # the auth_logs flow quarantines bad logins
         lookups=("assets",),
-        streams=(StreamInput("dhcp", dhcp_events, DHCP_SCHEMA),),
+        streams=(StreamInput("dhcp", dhcp_events, DHCP_SCHEMA), *extra),
+        models=models,
         event_time=EventTime(EVENT_TIME, DELAY),
         stateful=True,
         record_late=False,
@@ -143,7 +156,9 @@ APP = App(
                 silence=SILENCE,
             ),
             f"brute force (>= {THRESHOLD} failures in {WINDOW}, {COOLDOWN} cooldown), "
-            f"new and silent ({SILENCE}) devices",
+            f"new and silent ({SILENCE}) devices, anomalous hosts (model {MODEL_NAME})",
+            StreamInput("flows", flow_events, FLOW_SCHEMA),
+            models=(MODEL_NAME,),
         ),
         FlowDefinition(
             name="alert_topic",

@@ -119,9 +119,11 @@ def secops_data(
     corrupt_fraction: float = 0.01,
     start: datetime = datetime(2026, 11, 20, 8, tzinfo=UTC),
     span: timedelta = timedelta(hours=2),
+    anomalous_host: bool = True,
 ) -> SecopsData:
     """A network of ``devices`` devices over ``span`` with the incidents injected (the
-    span must be at least two hours: the incidents sit at fixed offsets)."""
+    span must be at least two hours: the incidents sit at fixed offsets).
+    ``anomalous_host=False`` leaves out the anomaly: history to train the model on."""
     check_corruption_and_time(corrupt_fraction, start, span)
     if devices < 13:
         raise ValueError(f"devices must be at least 13 (incidents use devices 5, 7 and 12), "
@@ -159,7 +161,8 @@ def secops_data(
     _device(net, rng, arrives, end, ips[7], NEW_DEVICE_MAC, "android-5e01", "guest")
     incidents.append(Incident("new_device", f"mac:{NEW_DEVICE_MAC}", arrives, arrives))
     incidents += _brute_force(net, rng, start + timedelta(minutes=40), devices)
-    incidents.append(_anomaly(net, rng, start + timedelta(minutes=100), ips[5], hosts[5]))
+    if anomalous_host:
+        incidents.append(_anomaly(net, rng, start + timedelta(minutes=100), ips[5]))
     holders = {r["event_id"]: net.holder(r["src_ip"], r["event_time"]) for r in net.records["auth"]}
     leases = [
         (ip, lease.mac, lease.start, lease.end, "released" if lease.released else "expired")
@@ -225,7 +228,7 @@ def _brute_force(net: _Network, rng: random.Random, at: datetime, devices: int) 
     ]
 
 
-def _anomaly(net: _Network, rng: random.Random, at: datetime, ip: str, host: str) -> Incident:
+def _anomaly(net: _Network, rng: random.Random, at: datetime, ip: str) -> Incident:
     """Ten minutes of large transfers to unusual ports from one workstation."""
     moments = [_ms(at + timedelta(seconds=10 * n + rng.random())) for n in range(60)]
     for moment in moments:
@@ -233,7 +236,7 @@ def _anomaly(net: _Network, rng: random.Random, at: datetime, ip: str, host: str
         net.emit("flows", moment, src_ip=ip, dst_ip=outside,
                  dst_port=rng.randrange(10000, 60000), protocol="udp",
                  bytes=int(rng.uniform(5e6, 2e7)))  # fmt: skip
-    return Incident("anomaly", f"host:{host}", moments[0], moments[-1])
+    return Incident("anomaly", f"src_ip:{ip}", moments[0], moments[-1])
 
 
 def _ms(moment: datetime) -> datetime:

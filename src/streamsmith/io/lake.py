@@ -25,6 +25,8 @@ from streamsmith.errors import UserError
 TABLES_DIR = "tables"
 BACKFILL_DIR = "backfill"
 CHECKPOINTS_DIR = "checkpoints"
+MODELS_DIR = "models"
+MODEL_FILE = "current.json"
 COMMIT_LOG = "_spark_metadata"
 # Spark ignores files whose names start with "_", so the schema can sit beside the data.
 # It lets an empty table (a quarantine that never received a row) still be queried.
@@ -34,6 +36,11 @@ SCHEMA_FILE = "_streamsmith_schema.json"
 def table_path(root: Path, table: str) -> Path:
     """Where the streaming pipeline keeps ``table``."""
     return root / TABLES_DIR / table
+
+
+def model_path(root: Path, model: str) -> Path:
+    """The current parameters of a model trained on the lake (``streamsmith train``)."""
+    return root / MODELS_DIR / model / MODEL_FILE
 
 
 def backfill_path(root: Path, table: str) -> Path:

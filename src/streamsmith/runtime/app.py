@@ -62,7 +62,9 @@ class FlowDefinition:
     static lake tables passed to the transform as keyword arguments (stream-static
     joins); Spark lists their files again every micro-batch, so a replaced table is
     joined from the next micro-batch on. ``streams`` are further streaming inputs (see
-    :class:`StreamInput`), passed to the transform as keyword arguments too.
+    :class:`StreamInput`), passed to the transform as keyword arguments too. ``models``
+    name models under ``<storage_root>/models``; the transform gets ``models``, a dict
+    from each name to the path of its current parameters (which may not exist yet).
     """
 
     name: str
@@ -72,6 +74,7 @@ class FlowDefinition:
     quarantine: bool = True
     lookups: tuple[str, ...] = ()
     streams: tuple[StreamInput, ...] = ()
+    models: tuple[str, ...] = ()
     prepare: Transform | None = None
     event_time: EventTime | None = None
     stateful: bool = False

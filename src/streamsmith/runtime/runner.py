@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import Trigger
-from streamsmith.io.lake import read_table, start_table_stream, table_path, write_table
+from streamsmith.io.lake import model_path, read_table, start_table_stream, table_path, write_table
 from streamsmith.io.postgres.dsn import resolve_dsn
 from streamsmith.io.postgres.sink import PostgresTarget, reset_target
 from streamsmith.io.sinks import start_memory_stream, start_postgres_stream, start_topic_stream
@@ -76,9 +76,11 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     source = read_source(
         spark, flow.source, flow.source_path, definition.record_schema, streaming=streaming
     )
-    inputs: dict[str, DataFrame] = {
+    inputs: dict[str, Any] = {
         name: read_table(spark, table_path(root, name)) for name in definition.lookups
     }
+    if definition.models:
+        inputs["models"] = {name: str(model_path(root, name)) for name in definition.models}
     for stream in flow.streams:
         other = read_source(
             spark,

@@ -124,7 +124,8 @@ def count_failures(
 class FailedLogins(StatefulProcessor):
     """Brute-force detection per entity (grouping key ``entity``: ``user:…``/``src_ip:…``).
 
-    Input rows: ``event_time`` and ``other`` (the failure's other side, for evidence).
+    Input rows: ``event_time``, ``failed`` and ``other`` (the other side, for evidence);
+    successes pass through so the query's watermark follows every login.
     """
 
     def __init__(
@@ -145,6 +146,10 @@ class FailedLogins(StatefulProcessor):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(rows), ignore_index=True)
+        frame = frame[frame["failed"].astype(bool)]
+        if frame.empty:  # successes only: nothing to count, no state to keep
+            yield alert_frame([])
+            return
         new = list(
             zip(millis(frame["event_time"]).tolist(), frame["other"].astype(str), strict=True)
         )

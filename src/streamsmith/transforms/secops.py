@@ -5,10 +5,14 @@ All pure: frames in, a frame out, the same code for a stream and a batch job.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamsmith.config import parse_duration
+from streamsmith.ml.anomaly import FEATURES, MODEL_NAME, current_model, flagged
 from streamsmith.schemas.security import (
     ALERT_SCHEMA,
     AUTH_RESULTS,
@@ -17,9 +21,9 @@ from streamsmith.schemas.security import (
     DHCP_SCHEMA,
     FLOW_SCHEMA,
 )
-from streamsmith.stateful.detection import DeviceWatch, FailedLogins
+from streamsmith.stateful.detection import Alert, DeviceWatch, FailedLogins, alert_frame
 from streamsmith.stateful.leases import LEASE_OUTPUT, LeaseTracker
-from streamsmith.transforms.events import parse_events
+from streamsmith.transforms.events import WINDOW_END, WINDOW_START, flatten_window, parse_events
 
 EVENT_TIME = "event_time"
 
@@ -122,34 +126,45 @@ def security_alerts(
     auth: DataFrame,
     dhcp: DataFrame,
     assets: DataFrame,
+    flows: DataFrame | None = None,
+    models: dict[str, str] | None = None,
     *,
     delay: str = "5 minutes",
+    anomaly_window: str = "10 minutes",
     threshold: int = 10,
     window: str = "5 minutes",
     cooldown: str = "30 minutes",
     silence: str = "25 minutes",
 ) -> DataFrame:
-    """Alerts of every rule (see ``streamsmith.stateful.detection``), one schema."""
+    """Alerts of every rule (see ``streamsmith.stateful.detection``), one schema; with
+    ``flows`` and a ``secops-anomaly`` model path, also hosts whose traffic windows the
+    model scores as anomalous."""
     batch = not auth.isStreaming
-    failures = auth.filter(F.col("result") == "failure")
-    by_entity = failures.select(
-        F.concat(F.lit("user:"), "user").alias("entity"), EVENT_TIME, F.col("src_ip").alias("other")
+    # Every login goes to the rule, which skips successes: filtering first would not do,
+    # since Spark pushes a filter below the watermark, whose event time would then follow
+    # the failures only and hold back every other rule in this query (a query's
+    # watermark is the minimum over its inputs).
+    logins = auth.withWatermark(EVENT_TIME, delay).withColumn(
+        "failed", F.col("result") == "failure"
+    )
+    by_entity = logins.select(
+        F.concat(F.lit("user:"), "user").alias("entity"),
+        EVENT_TIME,
+        F.col("src_ip").alias("other"),
+        "failed",
     ).unionByName(
-        failures.select(
+        logins.select(
             F.concat(F.lit("src_ip:"), "src_ip").alias("entity"),
             EVENT_TIME,
             F.col("user").alias("other"),
+            "failed",
         )
     )
-    brute_force = (
-        by_entity.withWatermark(EVENT_TIME, delay)
-        .groupBy("entity")
-        .transformWithStateInPandas(
-            FailedLogins(threshold, _millis(window), _millis(cooldown), close_at_end=batch),
-            ALERT_SCHEMA,
-            outputMode="Append",
-            timeMode="EventTime",
-        )
+    brute_force = by_entity.groupBy("entity").transformWithStateInPandas(
+        FailedLogins(threshold, _millis(window), _millis(cooldown), close_at_end=batch),
+        ALERT_SCHEMA,
+        outputMode="Append",
+        timeMode="EventTime",
     )
     known = assets.select("mac", F.lit(True).alias("known")).distinct()
     devices = dhcp.join(known, "mac", "left").select(
@@ -172,7 +187,12 @@ def security_alerts(
             timeMode="EventTime",
         )
     )
-    return brute_force.unionByName(watched)
+    alerts = brute_force.unionByName(watched)
+    model = (models or {}).get(MODEL_NAME)
+    if flows is not None and model is not None:
+        windows = host_windows(flows, anomaly_window, delay)
+        alerts = alerts.unionByName(anomaly_alerts(windows, model))
+    return alerts
 
 
 def alert_rows(alerts: DataFrame) -> DataFrame:
@@ -214,6 +234,53 @@ def with_horizon(events: DataFrame, delay: str) -> DataFrame:
     latest = events.agg(F.max(EVENT_TIME).alias("_latest"))
     horizon = F.col("_latest") - F.expr(f"INTERVAL {_seconds(delay)} SECONDS")
     return events.crossJoin(latest).withColumn("horizon", horizon).drop("_latest")
+
+
+def host_windows(
+    flows: DataFrame, window: str = "10 minutes", delay: str = "5 minutes"
+) -> DataFrame:
+    """Each host's traffic per tumbling window: flows, bytes, distinct destinations and
+    ports (the anomaly model's features). A stream emits a window once the watermark
+    has closed it."""
+    return flatten_window(
+        flows.withWatermark(EVENT_TIME, delay)
+        .groupBy(F.window(EVENT_TIME, window), "src_ip")
+        .agg(
+            F.count(F.lit(1)).alias("flows"),
+            F.sum("bytes").alias("bytes"),
+            F.size(F.collect_set("dst_ip")).alias("destinations"),
+            F.size(F.collect_set("dst_port")).alias("ports"),
+        )
+    )
+
+
+def anomaly_alerts(windows: DataFrame, model_path: str) -> DataFrame:
+    """Host windows the current anomaly model scores above its threshold, as alerts.
+
+    The model is read in the Python workers from ``model_path`` and read again when the
+    file changes, so retraining takes effect from the next micro-batch; with no model
+    yet, nothing is flagged.
+    """
+
+    def score(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            model = current_model(model_path)
+            hits, scores = flagged(batch, model)
+            alerts = []
+            for (_, row), value in zip(hits.iterrows(), scores, strict=True):
+                start, end = (int(pd.Timestamp(row[c]).timestamp() * 1000)
+                              for c in (WINDOW_START, WINDOW_END))  # fmt: skip
+                evidence = {
+                    "score": round(value, 3),
+                    "threshold": round(model.threshold, 3) if model else None,
+                    "model": model.version if model else None,
+                    **{name: int(row[name]) for name in FEATURES},
+                }
+                alerts.append(Alert("anomaly", "medium", f"src_ip:{row['src_ip']}", start,
+                                    end, evidence, start, end))  # fmt: skip
+            yield alert_frame(alerts)
+
+    return windows.mapInPandas(score, ALERT_SCHEMA)
 
 
 # Reports: the same pure transforms over a day of the lake (or over a stream).

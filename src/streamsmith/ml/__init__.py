@@ -1,0 +1,1 @@
+"""Models trained on the lake and used by the streams (anomaly scores)."""

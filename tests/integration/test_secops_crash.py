@@ -42,7 +42,7 @@ def test_sigkill_mid_batch_then_restart_raises_each_alert_once(
     killed_in = kill_mid_batch(running, checkpoint)
     assert killed_in < 11, "the crash should leave work to do"
     before = read_table(spark, table_path(tmp_path, "alerts")).count()
-    assert before >= 3, "the brute-force alerts should be in before the crash"
+    assert before >= 2, "the brute-force alerts (user and source) should be in by then"
 
     restarted = spawn([*command, "--trigger", "available-now", *ONLY_ALERTS])
     _, stderr = restarted.communicate(timeout=600)

@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres browser db-start db-stop demo demo-nest demo-signals test test-fast test-deep lint format bench clean
+.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep lint format bench clean
 
 setup: java postgres $(VENV)/.installed
 
@@ -70,6 +70,9 @@ format: setup
 bench: setup
 	$(PY) benchmarks/cloudtrail_etl.py
 
+demo-cloudtrail: setup
+	$(VENV)/bin/streamsmith demo cloudtrail
+
 demo-nest: setup
 	$(VENV)/bin/streamsmith demo nest
 
@@ -78,4 +81,4 @@ demo-signals: setup
 
 clean:
 	-$(VENV)/bin/streamsmith db stop --root streamsmith-demo-signals 2>/dev/null
-	rm -rf streamsmith-demo streamsmith-demo-nest streamsmith-demo-signals streamsmith-data .pytest_cache
+	rm -rf streamsmith-demo streamsmith-demo-cloudtrail streamsmith-demo-nest streamsmith-demo-signals streamsmith-data .pytest_cache

@@ -951,18 +951,12 @@ def train_secops_anomaly(
     root: Root = None,
 ) -> None:
     """Fit the host anomaly model on flow_logs; the running stream picks it up."""
-    from streamsmith.io.lake import model_path, read_table, table_path
-    from streamsmith.ml.anomaly import MODEL_NAME, save, train
-    from streamsmith.transforms.secops import host_windows
+    from streamsmith.apps.secops_report import train_anomaly_model
+    from streamsmith.ml.anomaly import MODEL_NAME
 
     _, pipeline = _spec_for("secops", spec, set_, root)
     spark = _session(pipeline, "train")
-    flows = read_table(spark, table_path(pipeline.root, "flow_logs"))
-    try:
-        model, fitted = train(host_windows(flows), k=clusters, margin=margin)
-    except ValueError as exc:
-        raise UserError(f"cannot train {MODEL_NAME}: {exc}") from None
-    current = save(model, fitted, model_path(pipeline.root, MODEL_NAME).parent)
+    model, current = train_anomaly_model(spark, pipeline.root, clusters=clusters, margin=margin)
     say(
         f"trained {MODEL_NAME} {model.version} on {model.trained_on} host windows "
         f"(threshold {model.threshold:.3f}); current: {current}"
@@ -972,19 +966,31 @@ def train_secops_anomaly(
 @cli.command("demo")
 def demo(
     app: Annotated[
-        str, typer.Argument(help="cloudtrail (files), nest (Kafka) or signals (PostgreSQL)")
-    ] = "cloudtrail",
+        str,
+        typer.Argument(
+            help="secops (the security platform), cloudtrail (files), nest (Kafka) or "
+            "signals (PostgreSQL)"
+        ),
+    ] = "secops",
     root: Annotated[
         Path | None, typer.Option("--root", help="Demo storage root; cleared first.")
     ] = None,
 ) -> None:
     """Run an app end to end on generated data and show what landed."""
-    from streamsmith.demo import run_cloudtrail_demo, run_nest_demo, run_signals_demo
+    from streamsmith.demo import (
+        run_cloudtrail_demo,
+        run_nest_demo,
+        run_secops_demo,
+        run_signals_demo,
+    )
 
-    if app == "cloudtrail":
+    if app == "secops":
+        run_secops_demo(root or Path("streamsmith-demo"), devices=20, console=out)
+    elif app == "cloudtrail":
         run_cloudtrail_demo(
-            root or Path("streamsmith-demo"), files=40, records_per_file=250, console=out
-        )
+            root or Path("streamsmith-demo-cloudtrail"), files=40, records_per_file=250,
+            console=out,
+        )  # fmt: skip
     elif app == "nest":
         run_nest_demo(root or Path("streamsmith-demo-nest"), devices=60, events=3000, console=out)
     elif app == "signals":
@@ -992,7 +998,7 @@ def demo(
             root or Path("streamsmith-demo-signals"), devices=8, events=3000, console=out
         )
     else:
-        raise UserError(f"no demo for {app!r}: choose cloudtrail, nest or signals")
+        raise UserError(f"no demo for {app!r}: choose secops, cloudtrail, nest or signals")
 
 
 def main() -> None:

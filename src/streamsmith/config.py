@@ -244,6 +244,9 @@ class SinkSpec(StrictModel):
     def _fits_its_format(self) -> SinkSpec:
         if self.url is not None and self.format != "webhook":
             raise ValueError("url is for webhook sinks")
+        url = self.url.get_secret_value() if self.url is not None else None
+        if url is not None and not re.match(r"https?://[^/?#\s]+", url):
+            raise ValueError("url must be an http:// or https:// URL with a host")
         if self.format == "kafka":
             if not self.topic or self.table or self.partition_by or self.key:
                 raise ValueError("a kafka sink needs a topic (and no table, key or partition_by)")

@@ -1,8 +1,11 @@
-"""``streamsmith demo``: the CloudTrail pipeline end to end on embedded defaults.
+"""``streamsmith demo``: an app end to end on embedded defaults, in one Spark session.
 
-Generates gzipped CloudTrail logs (a few of them corrupt), runs the streaming pipeline
-with ``available-now`` until the backlog is done, then answers questions from the lake
-in the same Spark session: rows per date, quarantine by reason, and one ad-hoc query.
+The main demo is the security platform (``secops``): generated network logs with injected
+incidents go through every flow in two scheduled catch-ups, with a model trained on the
+lake in between; the demo prints the alerts raised, what reached Kafka, the report and an
+ad-hoc answer, and reconciles every input line. The others show one seed application
+each: CloudTrail files to the lake, Nest snapshots through Kafka, IoT signals into
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,17 +13,21 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from datetime import date
 from pathlib import Path
 
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
 from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.cloudtrail import generate_cloudtrail
+from streamsmith.generate.secops import SecopsData
 from streamsmith.io.lake import register_lake_views
 from streamsmith.runtime.plan import build_plan, check_storage_root
-from streamsmith.runtime.runner import run_pipeline
+from streamsmith.runtime.runner import RunReport, run_pipeline
 from streamsmith.session import build_session
 
 QUESTIONS = {
@@ -42,14 +49,20 @@ QUESTIONS = {
 }
 
 
-def run_cloudtrail_demo(
-    root: Path, *, files: int, records_per_file: int, console: Console
-) -> dict[str, int]:
-    """Run the demo under ``root`` (cleared first); returns the reconciliation counts."""
+def fresh_root(root: Path) -> Path:
+    """``root`` made absolute, writable and empty: a demo starts from nothing each time."""
     root = root.resolve()
     check_storage_root(root.parent if not root.exists() else root)
     if root.exists():
         shutil.rmtree(root)
+    return root
+
+
+def run_cloudtrail_demo(
+    root: Path, *, files: int, records_per_file: int, console: Console
+) -> dict[str, int]:
+    """Run the demo under ``root`` (cleared first); returns the reconciliation counts."""
+    root = fresh_root(root)
     app = get_app("cloudtrail")
     spec = load_spec(app.default_spec, storage_root=str(root))
     plan = build_plan(app, spec, Trigger("available-now"))
@@ -79,13 +92,7 @@ def run_cloudtrail_demo(
 
     register_lake_views(spark, root)
     for number, (title, sql) in enumerate(QUESTIONS.items(), start=3):
-        frame = spark.sql(sql)
-        table = Table(title=f"{number}. {title}", title_justify="left")
-        for column in frame.columns:
-            table.add_column(column)
-        for row in frame.collect():
-            table.add_row(*["" if value is None else str(value) for value in row])
-        console.print(table)
+        print_frame(console, f"{number}. {title}", spark.sql(sql))
     landed = spark.table("cloudtrail_events").count()
     quarantined = spark.table("cloudtrail_events_quarantine").count()
     balanced = landed == report.valid_records and quarantined == report.quarantine_rows
@@ -119,10 +126,7 @@ def run_nest_demo(root: Path, *, devices: int, events: int, console: Console) ->
     from streamsmith.io.lake import replace_static_table, table_path
     from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 
-    root = root.resolve()
-    check_storage_root(root.parent if not root.exists() else root)
-    if root.exists():
-        shutil.rmtree(root)
+    root = fresh_root(root)
     started = time.monotonic()
     with start_broker(root / "broker") as broker:
         ensure_topic(broker.bootstrap, LOGS_TOPIC, 3)
@@ -189,11 +193,9 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
     from streamsmith.io.lake import read_table, table_path
     from streamsmith.io.postgres.server import embedded_home, start_postgres, stop_postgres
 
-    root = root.resolve()
-    check_storage_root(root.parent if not root.exists() else root)
     if root.exists():
-        stop_postgres(embedded_home(root), "immediate")
-        shutil.rmtree(root)
+        stop_postgres(embedded_home(root.resolve()), "immediate")
+    root = fresh_root(root)
     started = time.monotonic()
     server = start_postgres(embedded_home(root))
     try:
@@ -248,3 +250,146 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
         return {"valid": valid, "counted": pairs, "dropped": dropped, "quarantined": quarantined}
     finally:
         stop_postgres(embedded_home(root))
+
+
+SECOPS_DAY = date(2026, 11, 20)
+SECOPS_QUESTION = (
+    "ad-hoc: where did the failed logins come from?",
+    "SELECT src_ip, coalesce(hostname, '(no lease: outside)') AS device, "
+    "coalesce(owner, '-') AS owner, count(*) AS failures, count(DISTINCT user) AS users "
+    "FROM auth_devices WHERE result = 'failure' GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1 LIMIT 5",
+)
+
+
+def run_secops_demo(root: Path, *, devices: int, console: Console) -> dict[str, float]:
+    """The security platform on an embedded broker, as an operator would run it.
+
+    Two hours of a small network's logs (12 ten-minute files per source) arrive in two
+    parts. A scheduled catch-up (``available-now``) takes each part through every flow;
+    between them the anomaly model is trained on the first hour of ``flow_logs``, and the
+    second catch-up scores with it. Alerts go to the ``alerts`` table and, through the
+    ``alert_topic`` flow, to the Kafka topic ``alerts``. Returns the figures printed.
+    """
+    from streamsmith.apps.secops_report import secops_report, train_anomaly_model
+    from streamsmith.generate.secops import SOURCES, secops_data, write_secops
+    from streamsmith.io.kafka.broker import start_broker
+    from streamsmith.io.kafka.client import ensure_topic
+    from streamsmith.io.lake import read_table, replace_static_table, table_path
+    from streamsmith.schemas.security import ASSETS_SCHEMA
+
+    root = fresh_root(root)
+    started = time.monotonic()
+    app = get_app("secops")
+    data = secops_data(devices=devices, chunks=12, seed=1, corrupt_fraction=0.01)
+    replace_static_table(table_path(root, "assets"), data.assets, ASSETS_SCHEMA)
+    inbox = root / "input" / "secops"
+    with start_broker(root / "broker") as broker:
+        ensure_topic(broker.bootstrap, "alerts", 1)
+        sets = [f"kafka.bootstrap_servers={broker.bootstrap}", "flows.alert_topic.enabled=true"]
+        spec = load_spec(app.default_spec, sets=sets, storage_root=str(root))
+        plan = build_plan(app, spec, Trigger("available-now"))
+        lines = ", ".join(f"{data.events[s]} {s} (+{data.corrupt[s]} corrupt)" for s in SOURCES)
+        injected = "; ".join(f"{i.rule} {i.entity}" for i in data.incidents)
+        _say(console, f"1. generated 2 hours of logs from {devices} devices: {lines}; "
+                      f"wrote the asset inventory; incidents injected: {injected}")  # fmt: skip
+        with console.status("starting Spark"):
+            spark = build_session(spec.spark, "streamsmith-demo-secops")
+
+        write_secops(data, inbox, range(0, 6))
+        with console.status("catch-up 1: 08:00-09:00 through every flow (available-now)"):
+            first = run_pipeline(spark, plan, threading.Event())
+        alerts_path = table_path(root, "alerts")
+        _say(console, f"2. scheduled catch-up over 08:00-09:00: {_batches(first)}; "
+                      f"{read_table(spark, alerts_path).count()} alerts so far")  # fmt: skip
+
+        model, current = train_anomaly_model(spark, root)
+        _say(console, f"3. trained the anomaly model on {model.trained_on} host windows of "
+                      f"flow_logs (threshold {model.threshold:.2f}): {current}")  # fmt: skip
+
+        write_secops(data, inbox, range(6, 12))
+        with console.status("catch-up 2: 09:00-10:00, scored with the new model"):
+            second = run_pipeline(spark, plan, threading.Event())
+        _say(console, f"4. scheduled catch-up over 09:00-10:00: {_batches(second)}")
+
+        figures = _secops_alerts(spark, root, data, broker.bootstrap, console)
+
+    report = secops_report(spark, spec, SECOPS_DAY)
+    _say(console, f"6. report for {SECOPS_DAY}: {report.html} (tables "
+                  f"{', '.join(sorted(report.tables))})")  # fmt: skip
+    register_lake_views(spark, root)
+    title, sql = SECOPS_QUESTION
+    print_frame(console, f"7. {title}", spark.sql(sql))
+    balanced = _secops_reconciled(spark, data, console)
+    _say(console, f"done in {time.monotonic() - started:.0f} s. Ask your own questions with:\n"
+                  f'  streamsmith query --root {root} "SELECT rule, entity, evidence FROM '
+                  'alerts"')  # fmt: skip
+    return {**figures, "balanced": float(balanced), "threshold": model.threshold}
+
+
+def _secops_alerts(
+    spark: SparkSession, root: Path, data: SecopsData, bootstrap: str, console: Console
+) -> dict[str, float]:
+    """Print the alerts, score them against the injected incidents, count the topic."""
+    from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+    from streamsmith.io.lake import read_table, table_path
+
+    alerts = read_table(spark, table_path(root, "alerts")).orderBy("first_seen", "rule", "entity")
+    print_frame(console, "5. alerts raised", alerts.select(
+        "rule", "severity", "entity",
+        F.date_format("first_seen", "HH:mm:ss").alias("first seen"),
+        F.date_format("last_seen", "HH:mm:ss").alias("last seen")))  # fmt: skip
+    raised = {(a.rule, a.entity) for a in alerts.collect()}
+    expected = {(i.rule, i.entity) for i in data.incidents}
+    hits = len(raised & expected)
+    precision, recall = hits / max(len(raised), 1), hits / len(expected)
+    register_kafka_source(spark)
+    delivered = (
+        spark.read.format(SOURCE_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "alerts")
+        .load()
+        .count()
+    )
+    _say(console, f"   against the injected incidents: precision {precision:.2f}, recall "
+                  f"{recall:.2f}; {delivered} alert messages on the Kafka topic alerts "
+                  f"({bootstrap})")  # fmt: skip
+    return {
+        "alerts": float(len(raised)),
+        "precision": precision,
+        "recall": recall,
+        "delivered": float(delivered),
+    }
+
+
+def _secops_reconciled(spark: SparkSession, data: SecopsData, console: Console) -> bool:
+    """Every generated line is in its structured table or its quarantine."""
+    from streamsmith.generate.secops import SOURCES
+
+    balanced = True
+    parts = []
+    for source, table in zip(SOURCES, ("auth_logs", "dhcp_logs", "flow_logs"), strict=True):
+        landed = spark.table(table).count()
+        quarantined = spark.table(f"{table}_quarantine").count()
+        balanced &= landed == data.events[source] and quarantined == data.corrupt[source]
+        parts.append(f"{source} {data.events[source] + data.corrupt[source]} lines = "
+                     f"{landed} in {table} + {quarantined} quarantined")  # fmt: skip
+    _say(console, f"reconciliation: {'; '.join(parts)} ({'ok' if balanced else 'MISMATCH'})")
+    return balanced
+
+
+def print_frame(console: Console, title: str, frame: DataFrame, limit: int = 20) -> None:
+    """A DataFrame's first rows as a table, nulls shown empty."""
+    table = Table(title=title, title_justify="left")
+    for column in frame.columns:
+        table.add_column(column)
+    for row in frame.limit(limit).collect():
+        table.add_row(*["" if value is None else str(value) for value in row])
+    console.print(table)
+
+
+def _batches(run: RunReport) -> str:
+    return f"{sum(q.batches for q in run.queries)} micro-batches in {len(run.queries)} queries"
+
+
+def _say(console: Console, text: str) -> None:
+    console.print(text, highlight=False, soft_wrap=True)

@@ -5,6 +5,11 @@ partitions sized to the cores (Spark's 200 makes small stateful batches slow), t
 RocksDB state store, UTC as session time zone (dates derived from event times must not
 depend on the host), loopback-only networking, the current Python for workers, and
 quiet logs. Everything can be overridden from the spec's ``spark.conf``.
+
+PySpark's ``transformWithStateInPandas`` driver worker prints its UDF, return type and
+state-server port on every query start, unconditionally; the JVM copies that onto its
+stderr. A JVM started here gets a stderr that drops those lines and passes everything
+else on unchanged.
 """
 
 from __future__ import annotations
@@ -12,13 +17,18 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 
 
 def local_cores(master: str) -> int | None:
@@ -71,9 +81,46 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     conf.update({key: _conf_str(value) for key, value in spec.conf.items()})
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    if SparkContext._active_spark_context is None:  # a JVM is about to start
+        with _jvm_stderr_filtered():
+            session = builder.getOrCreate()
+    else:
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(spec.log_level)
     return session
+
+
+@contextmanager
+def _jvm_stderr_filtered() -> Iterator[None]:
+    """Point fd 2 at a filtering pipe while the JVM starts (it inherits that fd), then
+    give this process its own stderr back."""
+    read_fd, write_fd = os.pipe()
+    forward = os.dup(2)
+    threading.Thread(
+        target=_pass_on, args=(read_fd, forward), name="jvm-stderr", daemon=True
+    ).start()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _pass_on(read_fd: int, out_fd: int) -> None:
+    """Copy lines from ``read_fd`` to ``out_fd`` without the worker's chatter (each
+    message is followed by an empty line, dropped with it)."""
+    after_chatter = False
+    with os.fdopen(read_fd, "rb") as pipe, os.fdopen(out_fd, "wb", buffering=0) as out:
+        for line in pipe:
+            chatter = WORKER_CHATTER in line
+            if not chatter and not (after_chatter and not line.strip()):
+                out.write(line)
+            after_chatter = chatter
 
 
 def _conf_str(value: str | int | float | bool) -> str:

@@ -20,6 +20,7 @@ from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.generate.events import Knobs
 from streamsmith.generate.logs import logs_data
 from streamsmith.generate.nest import nest_data
+from streamsmith.generate.secops import secops_data
 from streamsmith.generate.signals import signals_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import replace_static_table, table_path
@@ -137,3 +138,17 @@ def test_log_curation_equals_the_batch_result_for_every_split(
     )
     report.assert_ok()
     assert all(r.compared_rows > 0 for r in report.results)
+
+
+def test_secops_structured_logs_equal_the_batch_result_for_every_split(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = secops_data(devices=13, chunks=1, seed=5, corrupt_fraction=0.05)
+    splits = max(3, SPLITS // 3)  # three sources, each with its own splits
+    for source, flow in (("auth", "auth_logs"), ("dhcp", "dhcp_logs"), ("flows", "flow_logs")):
+        report = check_prefix_integrity(
+            spark, get_app("secops"), data.lines(source), root=tmp_path / source,
+            splits=splits, seed=5, flows=(flow,),
+        )  # fmt: skip
+        report.assert_ok()
+        assert all(r.compared_rows == data.events[source] for r in report.results)

@@ -4,6 +4,7 @@ time slice at a time to every flow, then checked against the generator's ground 
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections import Counter
@@ -12,11 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+from rich.console import Console
+from typer.testing import CliRunner
 
 from receivers import notification_receivers
 from streamsmith.apps import get_app
 from streamsmith.apps.secops_report import secops_report
+from streamsmith.cli import cli
 from streamsmith.config import PipelineSpec, Trigger, load_spec
+from streamsmith.demo import run_secops_demo
+from streamsmith.errors import UserError
 from streamsmith.generate.secops import SOURCES, SecopsData, secops_data
 from streamsmith.io.kafka.broker import EmbeddedBroker, free_port
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
@@ -231,3 +237,27 @@ def test_a_dead_webhook_never_stops_the_stream_and_its_failures_are_recorded(
     rows = read_table(spark, undelivered).collect()
     assert sorted(json.loads(r.row)["alert_id"] for r in rows) == ["a1", "a2"]
     assert all(r.attempts == 2 and "refused" in r.error and r.batch_id == 0 for r in rows), rows
+
+
+def test_the_demo_raises_each_incident_once_and_train_runs_from_the_cli(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``make demo``: two scheduled catch-ups with a model trained on the lake between
+    them; then ``streamsmith train secops-anomaly`` as a user runs it over that lake."""
+    printed = io.StringIO()
+    figures = run_secops_demo(tmp_path / "demo", devices=20, console=Console(file=printed))
+    text = printed.getvalue()
+    assert figures["alerts"] == 6 and figures["precision"] == figures["recall"] == 1.0, text
+    assert figures["delivered"] == 6  # each alert once on the topic, after the alerts flow
+    assert figures["balanced"] == 1.0 and "(ok)" in text
+    assert (tmp_path / "demo/reports/secops-2026-11-20.html").is_file()
+    assert "198.51.100.9" in text and "(no lease: outside)" in text  # the ad-hoc answer
+
+    result = CliRunner().invoke(cli, ["train", "secops-anomaly", "--root", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    trained = json.loads(model_path(tmp_path / "demo", MODEL_NAME).read_text())
+    # Two hours of flows now: about twice the demo's one-hour training set.
+    assert trained["trained_on"] > 2 * 100 and f"on {trained['trained_on']} host" in result.output
+    empty = CliRunner().invoke(cli, ["train", "secops-anomaly", "--root", str(tmp_path / "none")])
+    assert isinstance(empty.exception, UserError)  # the console script exits 2 with it
+    assert "table flow_logs does not exist" in str(empty.exception)

@@ -209,3 +209,16 @@ def test_adaptive_file_batches_need_a_larger_cap() -> None:
     spec = load_spec(DEFAULT_SPEC, sets=["sources.cloudtrail_logs.min_files_per_trigger=2"])
     plan = build_plan(get_app("cloudtrail"), spec)
     assert "adaptive maxFilesPerTrigger 2..20" in describe_plan(plan)
+
+
+def test_chained_flows_know_their_upstream_and_webhook_urls_are_checked(tmp_path: Path) -> None:
+    app = get_app("secops")
+    sets = ["flows.alert_webhook.enabled=true", "flows.alert_webhook.sink.url=http://127.0.0.1:9"]
+    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+    plan = build_plan(app, spec, Trigger("available-now"))
+    upstream = {flow.name: plan.upstream(flow) for flow in plan.flows}
+    assert upstream["alert_webhook"] == {"alerts"}  # it reads the alerts table
+    assert all(not names for flow, names in upstream.items() if flow != "alert_webhook")
+    for bad in ("ftp://hooks.example/x", "hooks.example/x", "http://"):
+        with pytest.raises(UserError, match="url must be an http:// or https:// URL with a host"):
+            load_spec(app.default_spec, sets=[*sets[:1], f"flows.alert_webhook.sink.url={bad}"])

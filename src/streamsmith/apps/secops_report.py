@@ -1,4 +1,4 @@
-"""The security platform's daily report: batch jobs over one day of the lake.
+"""The security platform's batch jobs over the lake: the daily report and model training.
 
 ``streamsmith report secops --date D`` reads the tables the stream keeps (``auth_logs``,
 ``flow_logs``, ``alerts``) for day ``D``, runs the report transforms of
@@ -6,6 +6,10 @@
 (``report_failed_logins``, ``report_top_talkers``, ``report_alerts``, partitioned by
 ``date``; running the report again replaces that day only) and renders one HTML page
 with the figures, the tables and two charts.
+
+``streamsmith train secops-anomaly`` fits the host anomaly model on every host window of
+``flow_logs`` and makes it the current model, which the running ``alerts`` flow loads at
+its next micro-batch.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from pyspark.sql import functions as F
 
 from streamsmith.config import PipelineSpec
 from streamsmith.errors import UserError
-from streamsmith.io.lake import is_table, read_table, save_schema, table_path
+from streamsmith.io.lake import is_table, model_path, read_table, save_schema, table_path
+from streamsmith.ml.anomaly import MODEL_NAME, AnomalyModel, save, train
 from streamsmith.transforms.secops import (
     alerts_by_rule,
     failed_logins_by_hour,
     failed_logins_by_user,
+    host_windows,
     top_talkers,
 )
 from streamsmith.web.report import BarChart, Report, Table, render_html
@@ -78,6 +84,19 @@ def secops_report(spark: SparkSession, spec: PipelineSpec, day: date) -> SecopsR
     staging.write_text(render_html(page), encoding="utf-8")
     staging.replace(html)
     return SecopsReport(day, failed, talkers, by_rule, by_hour, counts, html, tables)
+
+
+def train_anomaly_model(
+    spark: SparkSession, root: Path, *, clusters: int = 3, margin: float = 1.5
+) -> tuple[AnomalyModel, Path]:
+    """Fit the anomaly model on the lake's ``flow_logs`` under ``root`` and make it the
+    current one; returns the model and the path of the current model's file."""
+    flows = _day(spark, root, "flow_logs", F.lit(True))
+    try:
+        model, fitted = train(host_windows(flows), k=clusters, margin=margin)
+    except ValueError as exc:
+        raise UserError(f"cannot train {MODEL_NAME}: {exc}") from None
+    return model, save(model, fitted, model_path(root, MODEL_NAME).parent)
 
 
 def _day(spark: SparkSession, root: Path, table: str, condition: Column) -> DataFrame:

@@ -275,20 +275,22 @@ def write_chunks(data: EventData, directory: Path, prefix: str) -> list[Path]:
 
 
 def write_line_chunks(
-    chunks: Sequence[Sequence[bytes]], directory: Path, prefix: str
+    chunks: Sequence[Sequence[bytes]], directory: Path, prefix: str, first_number: int = 0
 ) -> list[Path]:
     """One JSON-lines file per chunk, named and timestamped in delivery order, written
-    atomically (a dot file renamed into place: Spark's file source ignores dot files)."""
+    atomically (a dot file renamed into place: Spark's file source ignores dot files).
+    ``first_number`` numbers the files of a later delivery after the earlier ones."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     first = time.time()
-    for number, lines in enumerate(chunks):
+    for number, lines in enumerate(chunks, start=first_number):
         target = directory / f"{prefix}-{number:05d}.json"
         staging = directory / f".{target.name}.tmp"
         staging.write_bytes(b"".join(line + b"\n" for line in lines))
         # Spark's file source takes files in modification-time order; files written within
         # one clock tick would tie, so give each chunk its own second, in delivery order.
-        os.utime(staging, (first + number, first + number))
+        moment = first + number - first_number
+        os.utime(staging, (moment, moment))
         staging.replace(target)
         written.append(target)
     return written

@@ -280,10 +280,16 @@ def _garble(line: str, record: dict[str, Any], rng: random.Random) -> str:
                        "event_id": f"{record['event_id']}-x", key: value})  # fmt: skip
 
 
-def write_secops(data: SecopsData, folder: Path) -> dict[str, list[Path]]:
-    """One folder per source under ``folder``, one JSON-lines file per chunk."""
+def write_secops(
+    data: SecopsData, folder: Path, numbers: range | None = None
+) -> dict[str, list[Path]]:
+    """One folder per source under ``folder``, one JSON-lines file per chunk (only the
+    chunks ``numbers`` when given: the data arrives in parts)."""
+    part = numbers if numbers is not None else range(len(data.chunks[SOURCES[0]]))
     return {
-        source: write_line_chunks(data.chunks[source], folder / source, f"secops-{source}")
+        source: write_line_chunks(
+            [data.chunks[source][n] for n in part], folder / source, f"secops-{source}", part.start
+        )
         for source in SOURCES
     }
 

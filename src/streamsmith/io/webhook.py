@@ -14,6 +14,8 @@ carry their own ids (``alert_id``), and each POST sends the row's first column i
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
 import time
 import urllib.error
@@ -93,7 +95,7 @@ def deliver(
                           idempotency_key=str(next(iter(row.values()), "")))  # fmt: skip
                 error = ""
                 break
-            except (OSError, urllib.error.URLError) as exc:
+            except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
                 error = f"{type(exc).__name__}: {exc}"
         if error:
             log.warning("webhook delivery failed after %d attempt(s): %s", attempts, error)
@@ -112,8 +114,6 @@ def start_webhook_stream(
 ) -> StreamingQuery:
     """Start a query posting every new row to the webhook; failures land in
     ``undelivered`` (a lake table partitioned by ``batch_id``)."""
-    import json
-
     save_schema(undelivered, UNDELIVERED_SCHEMA)
 
     def post_batch(batch: DataFrame, batch_id: int) -> None:
@@ -123,15 +123,15 @@ def start_webhook_stream(
             return
         now = datetime.now(UTC)
         records = [
-            (json.dumps(row, default=str, sort_keys=True), error, attempts, now, batch_id)
+            (json.dumps(row, default=str, sort_keys=True), error, attempts, now)
             for row, error, attempts in failed
         ]
         spark: SparkSession = batch.sparkSession
-        part = undelivered / f"batch_id={batch_id}"
+        part = undelivered / f"batch_id={batch_id}"  # the partition column lives in the path
         without_batch = StructType(UNDELIVERED_SCHEMA.fields[:-1])
-        spark.createDataFrame([r[:-1] for r in records], without_batch).coalesce(1).write.mode(
-            "overwrite"
-        ).parquet(str(part))
+        spark.createDataFrame(records, without_batch).coalesce(1).write.mode("overwrite").parquet(
+            str(part)
+        )
 
     return (
         frame.writeStream.queryName(name)

@@ -1,8 +1,8 @@
 """Prometheus metrics and a health check, served on loopback while an app runs.
 
 ``GET /metrics`` is the Prometheus text format; ``GET /health`` answers 200 with a JSON
-body when every flow's queries are up (or finished their catch-up run) and 503 with the
-same body when one is down, restarting or given up.
+body when every flow's queries are up (or finished their catch-up run, or wait for the
+flows they read from) and 503 with the same body when one is down, restarting or given up.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 Health = Callable[[], Mapping[str, str]]  # query name -> state
-_UP_STATES = frozenset({"active", "finished"})
+_UP_STATES = frozenset({"active", "finished", "waiting"})
 
 
 class QueryMetrics:

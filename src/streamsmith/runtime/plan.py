@@ -97,6 +97,16 @@ class Plan:
     def outputs(self) -> tuple[Output, ...]:
         return tuple(output for flow in self.flows for output in flow.outputs)
 
+    def upstream(self, flow: FlowPlan) -> frozenset[str]:
+        """Names of the other flows whose tables ``flow`` reads as a stream."""
+        paths = {path for _, path in flow.inputs if path is not None}
+        return frozenset(
+            other.name
+            for other in self.flows
+            if other is not flow
+            and any(o.kind == "table" and o.path in paths for o in other.outputs)
+        )
+
     @property
     def checkpoint_dir(self) -> Path:
         """The app's checkpoints; one subfolder per query, never shared."""

@@ -8,6 +8,10 @@ the others are stopped after their current batch and the run raises
 :class:`~streamsmith.runtime.runner.PipelineError` (the CLI exits 1). Every failure,
 restart and give-up is an event in the event log and a notification.
 
+With a trigger that ends (``available-now``, ``once``), a flow that reads another
+flow's table starts only once that flow has finished, so one scheduled catch-up carries
+new input through a chain of flows (logs -> alerts -> alert delivery) to the end.
+
 The checkpoint makes a restart exactly-once: the batch that failed is planned again
 from the offsets it recorded, and the sinks recognise batches they already committed.
 """
@@ -53,7 +57,7 @@ class Supervised:
     output: Output
     flow: FlowPlan
     query: StreamingQuery | None = None
-    state: str = "starting"  # active, restarting, finished, failed, stopped
+    state: str = "starting"  # waiting, active, restarting, finished, failed, stopped
     failures: int = 0  # in a row, without a completed batch in between
     restart_at: float = 0.0
     batches: int = 0
@@ -102,6 +106,10 @@ class Supervisor:
         }
         self.files_limit: dict[str, int] = {}
         self._next_resize_check = 0.0
+        self.waiting = [flow for flow in plan.flows if _deferred(plan, flow)]
+        for slot in self.slots:
+            if slot.flow in self.waiting:
+                slot.state = "waiting"
 
     def health(self) -> dict[str, str]:
         """Each query's state, for ``/health``."""
@@ -111,6 +119,8 @@ class Supervisor:
         """Start every query; if one cannot start, stop those already started."""
         try:
             for flow in self.plan.flows:
+                if flow in self.waiting:
+                    continue
                 limits = self.file_limits.get(flow.name)
                 if limits is not None:
                     backlog = self.probes[flow.outputs[0].spark_name].backlog().files
@@ -175,11 +185,25 @@ class Supervisor:
                     slot.error = "stopped unexpectedly (without an error)"
         if any(slot.state == "failed" for slot in self.slots):
             return False
+        self._start_ready()
         if self.file_limits and now >= self._next_resize_check:
             self._next_resize_check = now + _RESIZE_CHECK_SECONDS
             for flow in self.plan.flows:
                 self._adapt_files(flow)
-        return any(slot.state in ("active", "restarting") for slot in self.slots)
+        return any(slot.state in ("active", "restarting", "waiting") for slot in self.slots)
+
+    def _start_ready(self) -> None:
+        """Start the waiting flows whose upstream flows have all finished."""
+        finished = {
+            flow.name
+            for flow in self.plan.flows
+            if all(slot.state == "finished" for slot in self.slots if slot.flow is flow)
+        }
+        for flow in list(self.waiting):
+            if self.plan.upstream(flow) <= finished:
+                self.waiting.remove(flow)
+                log.info("starting %s: the flows it reads from have finished", flow.name)
+                self._start_flow(flow)
 
     def _adapt_files(self, flow: FlowPlan) -> None:
         """Switch an always-on flow's file limit when its backlog asks for it: stop its
@@ -298,6 +322,12 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
             "; ".join(f"query {outcome.name} failed: {outcome.error}" for outcome in report.failed)
         )
     return report
+
+
+def _deferred(plan: Plan, flow: FlowPlan) -> bool:
+    """Whether ``flow`` waits for its upstream flows: only when its trigger ends, since an
+    always-on flow follows its upstream tables as they grow."""
+    return flow.outputs[0].trigger.terminates and bool(plan.upstream(flow))
 
 
 def plan_monitor(plan: Plan, dsn: str = "") -> Monitor:

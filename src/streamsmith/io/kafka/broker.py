@@ -125,8 +125,12 @@ def start_broker(
         if process.poll() is not None:
             raise BrokerError(f"Tansu exited with {process.returncode}; see {log_path}")
         try:
+            # Port first: librdkafka would log every refused connection to stderr.
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
             AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=1)
             return broker
+        except OSError:
+            time.sleep(0.05)
         except KafkaException:
             continue
     broker.stop()

@@ -17,19 +17,18 @@ and, with --cold, the first pass of the JSON-at-source query in a fresh process.
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from _common import timed
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamsmith.config import SparkSpec
+from streamsmith.generate.ysb import ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.session import build_session
@@ -43,22 +42,8 @@ SCHEMA = (
 
 
 def ad_events(count: int, seed: int = 1) -> list[bytes]:
-    rng = random.Random(seed)
-    kinds = ("banner", "modal", "sponsored-search", "mail", "mobile")
-    actions = ("view", "click", "purchase")
-    start = 1_795_000_000
-    return [
-        json.dumps({
-            "user_id": f"{rng.getrandbits(64):016x}-{rng.getrandbits(32):08x}",
-            "page_id": f"{rng.getrandbits(64):016x}-{rng.getrandbits(32):08x}",
-            "ad_id": f"ad-{rng.randrange(1000):04d}-{rng.getrandbits(48):012x}",
-            "ad_type": rng.choice(kinds),
-            "event_type": rng.choice(actions),
-            "event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start + i // 1000)),
-            "ip_address": f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)}",
-        }).encode()
-        for i in range(count)
-    ]  # fmt: skip
+    """YSB ad events as JSON, from the ``ysb`` app's generator."""
+    return ysb_data(count, seed=seed).lines
 
 
 def load_topic(broker: EmbeddedBroker, events: list[bytes]) -> None:
@@ -114,15 +99,6 @@ def decode_alone(events: list[bytes]) -> None:
     arrow = to_arrow_type(StructType.fromDDL(SCHEMA), timezone="UTC")
     for first in range(0, len(events), 10_000):
         decode_json_values(events[first : first + 10_000], arrow)
-
-
-def median_seconds(runs: int, action: Callable[[], None]) -> list[float]:
-    timings = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        timings.append(time.perf_counter() - started)
-    return timings
 
 
 def cold_run(bootstrap: str) -> float:
@@ -203,7 +179,7 @@ def main() -> None:
                     spark.read.schema(SCHEMA).json(str(files)).where(ysb)
                 ),
             }
-            results = {name: median_seconds(args.runs, action) for name, action in cases.items()}
+            results = {name: timed(args.runs, action) for name, action in cases.items()}
             cold = cold_run(broker.bootstrap) if args.cold else None
             spark.stop()
 

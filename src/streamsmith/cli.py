@@ -763,6 +763,46 @@ def generate_secops(
     say(f"injected incidents: {incidents}")
 
 
+@generate_cli.command("ysb")
+def generate_ysb(
+    to: Annotated[str | None, typer.Option("--to", help=_TO_HELP)] = None,
+    events: Annotated[int, typer.Option("--events", min=1)] = 100_000,
+    rate: Annotated[
+        float, typer.Option("--rate", help="Events per second of event time.", min=1)
+    ] = 10_000,
+    chunks: Chunks = 10,
+    seed: Seed = 1,
+    corrupt: Corrupt = 0.0,
+    root: Root = None,
+) -> None:
+    """Yahoo Streaming Benchmark ad events as JSON lines, and the ad -> campaign table."""
+    from streamsmith.generate import produce_all
+    from streamsmith.generate.ysb import write_ysb, ysb_data
+    from streamsmith.io.lake import replace_static_table, table_path
+    from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
+
+    try:
+        data = ysb_data(events, rate=rate, chunks=chunks, seed=seed, corrupt_fraction=corrupt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    folder, where = _event_target("ysb", to, root)
+    if folder is None:
+        from streamsmith.io.kafka.client import ensure_topic
+
+        servers, topic = _kafka_target(where)
+        ensure_topic(servers, topic, 3)
+        lines = data.lines
+        produce_all(servers, topic, lines, [None] * len(lines))
+    else:
+        write_ysb(data, folder)
+    _, pipeline = _spec_for("ysb", None, None, root)
+    campaigns = table_path(pipeline.root, "ysb_campaigns")
+    replace_static_table(campaigns, data.campaigns, CAMPAIGNS_SCHEMA)
+    say(f"wrote {data.events} ad events (+{data.corrupt} corrupt; {rate:g} per second of "
+        f"event time, {data.first_time:%H:%M:%S} to {data.last_time:%H:%M:%S} UTC) in {chunks} "
+        f"chunks to {where}; {len(data.campaigns)} ads to {campaigns}")  # fmt: skip
+
+
 db_cli = typer.Typer(
     help="The embedded PostgreSQL server under the storage root.", no_args_is_help=True
 )

@@ -70,6 +70,23 @@ def test_generate_secops_writes_each_source_and_the_inventory(tmp_path: Path) ->
     assert_user_error(missing, "flow 'alerts' of app 'secops' has no stream input(s) leases")
 
 
+def test_generate_ysb_writes_the_events_and_the_campaigns(tmp_path: Path) -> None:
+    result = streamsmith("generate", "ysb", "--root", str(tmp_path), "--events", "2000",
+                         "--rate", "100", "--chunks", "2", "--corrupt", "0.05",
+                         cwd=tmp_path, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    files = sorted((tmp_path / "input" / "ysb").glob("*.json"))
+    assert [f.name for f in files] == ["ysb-00000.json", "ysb-00001.json"]
+    lines = [line for f in files for line in f.read_text().splitlines()]
+    broken = len(lines) - 2000
+    assert 0 < broken < 200 and f"2000 ad events (+{broken} corrupt" in result.stdout
+    assert "12:00:00 to 12:00:19 UTC" in result.stdout  # 2,000 events at 100 per second
+    assert (tmp_path / "tables" / "ysb_campaigns" / "part-00000.parquet").is_file()
+    bad = streamsmith("generate", "ysb", "--root", str(tmp_path), "--corrupt", "2",
+                      cwd=tmp_path, timeout=60)  # fmt: skip
+    assert_user_error(bad, "corrupt_fraction must be between 0 and 1")
+
+
 def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
     assert_user_error(
         streamsmith("run", "nosuchapp", cwd=tmp_path, timeout=60),

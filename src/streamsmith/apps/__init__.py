@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamsmith.apps import actions, activity, cloudtrail, logs, nest, secops, signals
+from streamsmith.apps import actions, activity, cloudtrail, logs, nest, secops, signals, ysb
 from streamsmith.errors import UserError
 from streamsmith.runtime.app import App
 
@@ -16,6 +16,7 @@ APPS: dict[str, App] = {
         activity.APP,
         logs.APP,
         secops.APP,
+        ysb.APP,
     )
 }
 

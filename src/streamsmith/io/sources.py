@@ -33,7 +33,7 @@ def read_source(
         if path is None:
             raise ValueError(f"a {spec.format} source needs a path")
         return read_files(spark, spec, str(path), schema, streaming=streaming)
-    return read_kafka(spark, spec, streaming=streaming)
+    return read_kafka(spark, spec, streaming=streaming, schema=schema)
 
 
 def kafka_format(spark: SparkSession, spec: SourceSpec) -> str:
@@ -61,17 +61,31 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
     return True
 
 
-def read_kafka(spark: SparkSession, spec: SourceSpec, *, streaming: bool) -> DataFrame:
-    """Kafka records plus lineage: ``kafka://topic/partition``, the offset, the raw value."""
+def read_kafka(
+    spark: SparkSession, spec: SourceSpec, *, streaming: bool, schema: StructType | None = None
+) -> DataFrame:
+    """Kafka records plus lineage: ``kafka://topic/partition``, the offset, the raw value.
+
+    With ``valueFormat=json`` the values are decoded at the source (streamsmith's
+    connector) with the flow's record ``schema`` unless ``valueSchema`` says otherwise,
+    and the decoded fields become top-level columns, as a file source gives them: the
+    transforms then skip their own ``from_json``. A value that did not decode keeps null
+    fields and its error in the read-error column, so it goes to quarantine.
+    """
+    options = dict(spec.options)
+    keys = {key.lower(): key for key in options}
+    decoded = str(options.get(keys.get("valueformat", ""), "raw")).lower() == "json"
+    if decoded and "valueschema" not in keys and schema is not None:
+        options["valueSchema"] = schema.toDDL()
     fmt = kafka_format(spark, spec)
     if fmt == SOURCE_NAME:
         register_kafka_source(spark)
     reader = (spark.readStream if streaming else spark.read).format(fmt)
-    for key, value in spec.options.items():
+    for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     frame = reader.load()
     error = F.col("json_error") if "json_error" in frame.columns else F.lit(None).cast("string")
-    return frame.select(
+    with_lineage = frame.select(
         "*",
         F.concat(F.lit("kafka://"), "topic", F.lit("/"), F.col("partition").cast("string")).alias(
             SOURCE_FILE
@@ -80,3 +94,8 @@ def read_kafka(spark: SparkSession, spec: SourceSpec, *, streaming: bool) -> Dat
         F.col("value").cast("string").alias(RAW),
         error.alias(READ_ERROR),
     )
+    if "json" not in frame.columns:
+        return with_lineage
+    fields = frame.schema["json"].dataType.fieldNames()  # type: ignore[attr-defined]
+    kept = [c for c in with_lineage.columns if c not in (*fields, "json", "json_error")]
+    return with_lineage.select(*kept, *(F.col("json")[name].alias(name) for name in fields))

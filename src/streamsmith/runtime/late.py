@@ -19,7 +19,9 @@ read limits as the flow's query, so the two cut the input the same way: always f
 ``available-now`` and ``once`` runs over a fixed backlog, and in practice under
 ``maxFilesPerTrigger`` or ``maxOffsetsPerTrigger``. When they do not (or the flow's
 query stopped), it falls back to the watermark of its own earlier batches and logs a
-warning; Spark's own count stays in the progress events as the reference.
+warning; Spark's own count stays in the progress events as the reference. (A batch
+before the flow's first watermark is not read at all, so the fallback does not know its
+event times and may record fewer late events than Spark dropped.)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampType
@@ -116,24 +118,28 @@ def start_late_stream(
         if not found:
             watermark = max_times.watermark_before(batch_id, delay_us)
         target = path / f"{BATCH_COLUMN}={batch_id}"
-        batch = batch.persist()
-        try:
-            latest = batch.agg(F.max(F.unix_micros(F.col(rule.column)))).first()
-            dropped = 0
-            if watermark is not None:
-                late = too_late(batch, rule.column, watermark, rule.window, rule.slide).select(
-                    "*",
-                    F.lit(_timestamp(watermark)).alias("watermark"),
-                )
-                late = late.withColumn("windows_dropped", F.col("windows_dropped").cast("int"))
-                late.write.mode("overwrite").parquet(str(target))
-                dropped = batch.sparkSession.read.parquet(str(target)).count()
-            if not dropped and target.exists():
-                shutil.rmtree(target)  # no empty partitions: keep the table listing clean
-            max_times.record(batch_id, latest[0] if latest else None)
-            observed.note(name, batch_id, LATE_METRIC, dropped)
-        finally:
-            batch.unpersist()
+        # One pass over the batch: the newest event time is observed while the late
+        # events are filtered and written (no cache of the whole batch, no second read).
+        newest = Observation(f"{name}-newest-{batch_id}")
+        watched = batch.observe(newest, F.max(F.unix_micros(F.col(rule.column))).alias("us"))
+        dropped = 0
+        if watermark is not None:
+            late = too_late(watched, rule.column, watermark, rule.window, rule.slide).select(
+                "*",
+                F.lit(_timestamp(watermark)).alias("watermark"),
+            )
+            late = late.withColumn("windows_dropped", F.col("windows_dropped").cast("int"))
+            late.write.mode("overwrite").parquet(str(target))
+            dropped = batch.sparkSession.read.parquet(str(target)).count()
+        elif not found:  # the fallback needs this batch's newest time for later ones
+            watched.select(rule.column).write.format("noop").mode("overwrite").save()
+        # else: no watermark yet, so nothing is late, and the flow's own offset log
+        # gives the watermarks of the batches to come: this batch is not read at all.
+        if not dropped and target.exists():
+            shutil.rmtree(target)  # no empty partitions: keep the table listing clean
+        if watermark is not None or not found:
+            max_times.record(batch_id, newest.get.get("us"))
+        observed.note(name, batch_id, LATE_METRIC, dropped)
 
     return (
         events.writeStream.queryName(name)

@@ -1,0 +1,230 @@
+"""The Yahoo Streaming Benchmark: streamsmith's ``ysb`` app beside bare Spark and the limits.
+
+One generated data set (``--events`` ad events, about 250 bytes of JSON each; with
+``--corrupt``, that fraction of extra broken lines) is written as JSON-lines files and
+produced to a 3-partition topic of an embedded broker. Each path runs the whole YSB
+query (views only, ad -> campaign join, 10-second windows with a 10-second watermark,
+append to Parquet) as one ``availableNow`` run, ``--runs`` times in one JVM; the first
+run is discarded and the median of the rest is reported (warm: an always-on stream lives
+warm). Printed, in events/s:
+
+- streamsmith's app from the files, and from Kafka with the JSON decoded at the source
+  (each with its quarantine and late-events queries, as in production);
+- bare Spark: ``readStream.json`` on the files, and ``from_json`` over the streamsmith
+  Kafka source (no JVM Kafka connector here), with the same query written inline and
+  no quarantine;
+- the limits: pyarrow's multi-threaded JSON reader on the same files (clean input
+  only: it stops at the first broken line), and a raw confluent-kafka batched consume
+  of the same topic;
+- with ``--cold``, ``streamsmith run ysb --trigger available-now`` in a fresh process
+  (JVM start included): what a scheduled run pays each time.
+
+    .venv/bin/python benchmarks/ysb.py --events 1000000 --cold
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from _common import timed
+from confluent_kafka import Consumer, TopicPartition
+from pyarrow import json as pa_json
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streamsmith.apps import get_app
+from streamsmith.config import SparkSpec, Trigger, load_spec
+from streamsmith.generate import produce_all
+from streamsmith.generate.ysb import write_ysb, ysb_data
+from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.lake import read_table, replace_static_table, table_path
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import full_refresh, run_pipeline
+from streamsmith.schemas.ysb import AD_EVENT_SCHEMA, CAMPAIGNS_SCHEMA
+from streamsmith.session import build_session
+
+TOPIC = "ysb-ads"
+PARTITIONS = 3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=4, help="per path; the first is discarded")
+    parser.add_argument("--cold", action="store_true", help="also time a fresh-process run")
+    parser.add_argument("--corrupt", type=float, default=0.0, help="fraction of broken lines")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="streamsmith-bench-ysb-") as tmp:
+        root = Path(tmp)
+        started = time.perf_counter()
+        data = ysb_data(args.events, rate=10_000, chunks=8, seed=1, corrupt_fraction=args.corrupt)
+        files = write_ysb(data, root / "input" / "ysb")
+        replace_static_table(table_path(root, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
+        lines = data.events + data.corrupt
+        size = sum(path.stat().st_size for path in files)
+        print(f"generated {lines:,} lines ({size / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+        with start_broker(root / "broker") as broker:
+            broker.create_topic(TOPIC, partitions=PARTITIONS)
+            produce_all(broker.bootstrap, TOPIC, data.lines, [None] * len(data.lines))
+            spark = build_session(SparkSpec(master="local[*]"), "bench-ysb")
+            cases = paths(spark, root, broker)
+            if data.corrupt:
+                del cases["pyarrow JSON reader (limit)"]
+            timings = {name: timed(args.runs, action) for name, action in cases.items()}
+            cold = cold_run(root) if args.cold else None
+            spark.stop()
+
+    report(lines, timings, cold)
+
+
+def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, Callable[[], None]]:
+    """Every measured path, each an action that runs it once from scratch."""
+    app = get_app("ysb")
+    kafka_sets = [
+        f"kafka.bootstrap_servers={broker.bootstrap}",
+        "sources.ads.format=kafka",
+        "sources.ads.path=null",
+        f"sources.ads.options.subscribe={TOPIC}",
+        "sources.ads.options.startingOffsets=earliest",
+        "sources.ads.options.valueFormat=json",
+    ]
+    campaigns = read_table(spark, table_path(root, "ysb_campaigns")).cache()
+    campaigns.count()
+
+    def app_run(name: str, sets: list[str]) -> Callable[[], None]:
+        spec = load_spec(app.default_spec, sets=sets, storage_root=str(root / name))
+        replace_static_table(
+            table_path(root / name, "ysb_campaigns"),
+            [tuple(r) for r in campaigns.collect()],
+            CAMPAIGNS_SCHEMA,
+        )
+        plan = build_plan(app, spec, Trigger("available-now"))
+
+        def run() -> None:
+            full_refresh(plan)
+            run_pipeline(spark, plan)
+
+        return run
+
+    def bare(name: str, events: Callable[[], DataFrame]) -> Callable[[], None]:
+        def run() -> None:
+            out = root / "bare" / name
+            shutil.rmtree(out, ignore_errors=True)
+            bare_query(events(), campaigns, out).awaitTermination()
+
+        return run
+
+    def kafka_values() -> DataFrame:
+        register_kafka_source(spark)
+        raw = (
+            spark.readStream.format(SOURCE_NAME)
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        parsed = F.from_json(F.col("value").cast("string"), AD_EVENT_SCHEMA).alias("event")
+        return raw.select(parsed).select("event.*")
+
+    files = str(root / "input" / "ysb")
+    return {
+        "streamsmith app, files": app_run("app-files", [f"sources.ads.path={files}"]),
+        "bare Spark readStream.json": bare(
+            "files", lambda: spark.readStream.schema(AD_EVENT_SCHEMA).json(files)
+        ),
+        "pyarrow JSON reader (limit)": lambda: arrow_decode(Path(files)),
+        "streamsmith app, Kafka": app_run("app-kafka", kafka_sets),
+        "bare Spark from_json, Kafka": bare("kafka", kafka_values),
+        "raw consume (limit)": lambda: raw_consume(broker),
+    }
+
+
+def bare_query(events: DataFrame, campaigns: DataFrame, out: Path):  # type: ignore[no-untyped-def]
+    """YSB as a user writes it in plain Spark: no quarantine, no late-event record."""
+    views = (
+        events.withWatermark("event_time", "10 seconds")
+        .where("event_type = 'view'")
+        .select("ad_id", "event_time")
+        .join(F.broadcast(campaigns), "ad_id")
+        .groupBy(F.window("event_time", "10 seconds"), "campaign_id")
+        .count()
+    )
+    return (
+        views.writeStream.format("parquet")
+        .option("path", str(out / "table"))
+        .option("checkpointLocation", str(out / "checkpoint"))
+        .outputMode("append")
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def arrow_decode(folder: Path) -> None:
+    """Every file decoded into an Arrow table (types inferred), all cores."""
+    for path in sorted(folder.glob("*.json")):
+        pa_json.read_json(path)
+
+
+def raw_consume(broker: EmbeddedBroker) -> None:
+    """Every record of the topic with batched consume, until the high watermarks."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-ysb",
+                         "enable.auto.commit": False})  # fmt: skip
+    partitions = [TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)]
+    ends = {p.partition: consumer.get_watermark_offsets(p, timeout=10)[1] for p in partitions}
+    consumer.assign(partitions)
+    seen = dict.fromkeys(ends, -1)
+    while any(seen[p] < ends[p] - 1 for p in ends):
+        for message in consumer.consume(10_000, timeout=1.0):
+            if message.error() is None:
+                seen[message.partition()] = message.offset()
+    consumer.close()
+
+
+def cold_run(root: Path) -> float:
+    """``streamsmith run ysb --trigger available-now`` on the files, in a fresh process."""
+    cold_root = root / "cold"
+    shutil.copytree(root / "input", cold_root / "input")
+    shutil.copytree(root / "tables" / "ysb_campaigns", cold_root / "tables" / "ysb_campaigns")
+    command = [str(Path(sys.executable).with_name("streamsmith")), "run", "ysb",
+               "--trigger", "available-now", "--root", str(cold_root)]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> None:
+    print(f"{'path (warm: median, first run discarded)':<42}{'seconds':>9}{'events/s':>12}")
+    rates = {}
+    for name, runs in timings.items():
+        warm = statistics.median(runs[1:] if len(runs) > 1 else runs)
+        rates[name] = lines / warm
+        print(f"{name:<42}{warm:>9.2f}{rates[name]:>12,.0f}")
+    if cold is not None:
+        print(f"{'streamsmith run, files, cold process':<42}{cold:>9.2f}{lines / cold:>12,.0f}")
+    print("ratios:")
+    for label, top, bottom in (
+        ("app / bare Spark, files (goal >= 0.90)", "streamsmith app, files",
+         "bare Spark readStream.json"),
+        ("app / pyarrow, files (goal >= 0.45)", "streamsmith app, files",
+         "pyarrow JSON reader (limit)"),
+        ("app / bare Spark, Kafka", "streamsmith app, Kafka", "bare Spark from_json, Kafka"),
+        ("app / raw consume, Kafka (goal >= 0.70)", "streamsmith app, Kafka",
+         "raw consume (limit)"),
+    ):  # fmt: skip
+        if top in rates and bottom in rates:
+            print(f"  {label:<44}{rates[top] / rates[bottom]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

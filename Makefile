@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep lint format bench clean
+.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep lint format bench peers clean
 
 setup: java postgres $(VENV)/.installed
 
@@ -69,6 +69,16 @@ format: setup
 
 bench: setup
 	$(PY) benchmarks/cloudtrail_etl.py
+
+# The peer frameworks of benchmarks/ysb.py --peers, in their own virtualenv (their pins
+# clash with PySpark's).
+PEERS_VENV := .venv-peers
+peers: $(PEERS_VENV)/.installed
+
+$(PEERS_VENV)/.installed:
+	@[ -x $(PEERS_VENV)/bin/python ] || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q quixstreams==3.28.1 bytewax==0.21.1 pathway==0.33.0
+	@touch $@
 
 demo-cloudtrail: setup
 	$(VENV)/bin/streamsmith demo cloudtrail

@@ -17,7 +17,10 @@ warm). Printed, in events/s:
   only: it stops at the first broken line), and a raw confluent-kafka batched consume
   of the same topic;
 - with ``--cold``, ``streamsmith run ysb --trigger available-now`` in a fresh process
-  (JVM start included): what a scheduled run pays each time.
+  (JVM start included): what a scheduled run pays each time;
+- with ``--peers``, the same query in Quix Streams, Bytewax and Pathway from the same
+  topic (``benchmarks/peers``, run in ``.venv-peers``: ``make peers``), each timed from
+  its first to its last input event.
 
     .venv/bin/python benchmarks/ysb.py --events 1000000 --cold
 """
@@ -25,6 +28,7 @@ warm). Printed, in events/s:
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -62,6 +66,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="per path; the first is discarded")
     parser.add_argument("--cold", action="store_true", help="also time a fresh-process run")
     parser.add_argument("--corrupt", type=float, default=0.0, help="fraction of broken lines")
+    parser.add_argument("--peers", action="store_true", help="also run the peer frameworks")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamsmith-bench-ysb-") as tmp:
@@ -84,8 +89,44 @@ def main() -> None:
             timings = {name: timed(args.runs, action) for name, action in cases.items()}
             cold = cold_run(root) if args.cold else None
             spark.stop()
+            if args.peers:
+                for name, seconds in run_peers(root, broker, data.campaigns, lines).items():
+                    timings[name] = [seconds]
 
     report(lines, timings, cold)
+
+
+PEERS = {"Quix Streams, Kafka": "quix_ysb.py", "Bytewax, Kafka": "bytewax_ysb.py",
+         "Pathway, Kafka": "pathway_ysb.py"}  # fmt: skip
+
+
+def run_peers(
+    root: Path, broker: EmbeddedBroker, campaigns: list[tuple[str, str]], lines: int
+) -> dict[str, float]:
+    """Each peer script in the peers' virtualenv; seconds per peer that read everything."""
+    python = Path(__file__).resolve().parent.parent / ".venv-peers" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: run `make peers` first")
+    lookup = root / "campaigns.json"
+    lookup.write_text(json.dumps(campaigns), encoding="utf-8")
+    folder = Path(__file__).resolve().parent / "peers"
+    seconds = {}
+    for name, script in PEERS.items():
+        command = [str(python), str(folder / script), broker.bootstrap, TOPIC, str(lookup),
+                   str(lines)]  # fmt: skip
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            print(f"{name}: failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        read = result["events"]
+        if read < 0.9 * lines:
+            print(f"{name}: read {read} of {lines} events; left out")
+            continue
+        short = f"; read {read} of {lines} events, rate scaled to all" if read < lines else ""
+        print(f"{name}: {result['windows']} windows closed{short}")
+        seconds[name] = result["seconds"] * lines / read
+    return seconds
 
 
 def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, Callable[[], None]]:
@@ -224,6 +265,11 @@ def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> N
     ):  # fmt: skip
         if top in rates and bottom in rates:
             print(f"  {label:<44}{rates[top] / rates[bottom]:.2f}")
+    peers = {name: rate for name, rate in rates.items() if name in PEERS}
+    if peers:
+        best = max(peers, key=peers.__getitem__)
+        ratio = rates["streamsmith app, Kafka"] / peers[best]
+        print(f"  {'app / best peer, Kafka (goal >= 2)':<44}{ratio:.2f} ({best})")
 
 
 if __name__ == "__main__":

@@ -124,6 +124,11 @@ def run_slices(spark: SparkSession, root: Path, data: SecopsData, plan: Plan) ->
         wait_for_rows(spark, table_path(root, "alerts"), len(data.incidents))
         for query in queries:
             query.processAllAvailable()
+        # Timers clear what they close: the lease tracker's state is the live leases
+        # (one per IP, with its timer), not the history of DHCP events.
+        leases = next(q for q in queries if q.name == "secops.leases").lastProgress
+        rows = sum(int(op["numRowsTotal"]) for op in leases["stateOperators"])
+        assert rows <= 2 * len(data.assets) < data.events["dhcp"], rows
     finally:
         for query in queries:
             query.stop()

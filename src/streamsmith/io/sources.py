@@ -68,7 +68,8 @@ def read_kafka(
 
     With ``valueFormat=json`` the values are decoded at the source (streamsmith's
     connector) with the flow's record ``schema`` unless ``valueSchema`` says otherwise,
-    and the decoded fields become top-level columns, as a file source gives them: the
+    and the decoded fields are added as top-level columns beside the ``json`` struct,
+    as a file source gives them (unless one is named like a Kafka column): the
     transforms then skip their own ``from_json``. A value that did not decode keeps null
     fields and its error in the read-error column, so it goes to quarantine.
     """
@@ -97,5 +98,6 @@ def read_kafka(
     if "json" not in frame.columns:
         return with_lineage
     fields = frame.schema["json"].dataType.fieldNames()  # type: ignore[attr-defined]
-    kept = [c for c in with_lineage.columns if c not in (*fields, "json", "json_error")]
-    return with_lineage.select(*kept, *(F.col("json")[name].alias(name) for name in fields))
+    if set(fields) & set(with_lineage.columns):
+        return with_lineage  # a field named like a Kafka column: transforms use json.<field>
+    return with_lineage.select("*", *(F.col("json")[name].alias(name) for name in fields))

@@ -2,8 +2,8 @@
 
 Static mode stops at the end offsets the broker lists, which Tansu can report short of
 the true end (Kafka does not): the script reports how many events it read, and the
-harness says so. (Streaming mode reads everything but ran at about 6,000 events/s here,
-a tenth of static mode, so static is the fairer figure.)
+harness says so. (Streaming mode reads everything but was far slower in a trial here,
+so static is the fairer figure.)
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ run is discarded and the median of the rest is reported (warm: an always-on stre
 warm). Printed, in events/s:
 
 - streamsmith's app from the files, and from Kafka with the JSON decoded at the source
-  (each with its quarantine and late-events queries, as in production);
+  (each with its quarantine and late-events queries, as in production; on Kafka once
+  with the flow's queries sharing each consumed range, the default, and once with each
+  query consuming the topic itself);
 - bare Spark: ``readStream.json`` on the files, and ``from_json`` over the streamsmith
   Kafka source (no JVM Kafka connector here), with the same query written inline and
   no quarantine;
@@ -186,6 +188,9 @@ def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, 
         ),
         "pyarrow JSON reader (limit)": lambda: arrow_decode(Path(files)),
         "streamsmith app, Kafka": app_run("app-kafka", kafka_sets),
+        "  same, each query consuming": app_run(
+            "app-kafka-unshared", [*kafka_sets, "sources.ads.options.rangeCache=off"]
+        ),
         "bare Spark from_json, Kafka": bare("kafka", kafka_values),
         "raw consume (limit)": lambda: raw_consume(broker),
     }

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -123,6 +124,38 @@ def test_adaptive_batches_widen_to_catch_up_then_narrow(
     out, sizes = drain(spark, frame, tmp_path)  # a restarted reader starts from the floor
     assert sizes == [50, 70]
     assert numbers(out) == list(range(1120))
+
+
+def test_queries_sharing_a_range_cache_consume_each_range_once(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
+) -> None:
+    produce(topic, events(90))
+    cache = tmp_path / "ranges"
+
+    def frame() -> DataFrame:
+        return kafka(
+            spark, broker, stream=True, subscribe=topic, startingOffsets="earliest",
+            maxOffsetsPerTrigger="60", rangeCache="app.flow", rangeCacheReaders="2",
+            rangeCacheDir=str(cache),
+        )  # fmt: skip
+
+    first, sizes = drain(spark, frame(), tmp_path / "first")
+    assert sizes == [60, 30] and numbers(first) == list(range(90))
+    kept = sorted(cache.glob("*.arrow"))
+    assert len(kept) == 6  # 3 partitions x 2 batches, waiting for their second reader
+
+    # The second query reads the kept ranges, not the broker: a value changed in one
+    # kept file shows up in its output (a test-only edit, to prove where rows come from).
+    table = pa.ipc.open_file(pa.OSFile(str(kept[0]))).read_all()
+    replaced = {json.loads(value)["n"] for value in table.column("value").to_pylist()}
+    changed = table.set_column(1, "value", pa.array([b'{"n": -1}'] * table.num_rows, pa.binary()))
+    with pa.ipc.new_file(str(kept[0]), changed.schema) as writer:
+        writer.write_table(changed)
+    second, sizes = drain(spark, frame(), tmp_path / "second")
+
+    assert sizes == [60, 30]
+    assert numbers(second) == [-1] * len(replaced) + sorted(set(range(90)) - replaced)
+    assert not list(cache.glob("*.arrow"))  # each range read by both: deleted
 
 
 def test_stream_from_latest_skips_existing_records(

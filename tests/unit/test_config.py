@@ -222,3 +222,23 @@ def test_chained_flows_know_their_upstream_and_webhook_urls_are_checked(tmp_path
     for bad in ("ftp://hooks.example/x", "hooks.example/x", "http://"):
         with pytest.raises(UserError, match="url must be an http:// or https:// URL with a host"):
             load_spec(app.default_spec, sets=[*sets[:1], f"flows.alert_webhook.sink.url={bad}"])
+
+
+def test_queries_reading_one_kafka_source_share_its_ranges() -> None:
+    app = get_app("ysb")
+    kafka = [
+        "kafka.bootstrap_servers=127.0.0.1:9",
+        "sources.ads.format=kafka",
+        "sources.ads.path=null",
+        "sources.ads.options.subscribe=ads",
+    ]
+    both = load_spec(app.default_spec, sets=[*kafka, "flows.campaign_windows_pg.enabled=true"])
+    plan = build_plan(app, both)
+    # The lake flow has 3 queries (table, quarantine, late), the PostgreSQL flow 1.
+    assert [(f.source.options["rangeCache"], f.source.options["rangeCacheReaders"])
+            for f in plan.flows] == [("ysb.ads", 4), ("ysb.ads", 4)]  # fmt: skip
+
+    own = load_spec(app.default_spec, sets=[*kafka, "sources.ads.options.rangeCache=off"])
+    assert build_plan(app, own).flows[0].source.options["rangeCache"] is False  # YAML: off
+    files = build_plan(app, load_spec(app.default_spec))
+    assert not any(key.startswith("rangeCache") for key in files.flows[0].source.options)

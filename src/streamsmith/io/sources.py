@@ -81,6 +81,8 @@ def read_kafka(
     fmt = kafka_format(spark, spec)
     if fmt == SOURCE_NAME:
         register_kafka_source(spark)
+    else:  # the JVM connector reads each range itself
+        options = {k: v for k, v in options.items() if not k.lower().startswith("rangecache")}
     reader = (spark.readStream if streaming else spark.read).format(fmt)
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from streamsmith.config import ConfValue, PipelineSpec, SinkSpec, SourceSpec, Trigger, parse_trigger
 from streamsmith.errors import UserError
+from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.runtime.app import App, FlowDefinition, StreamInput
 from streamsmith.runtime.late import BATCH_COLUMN, describe_rule, late_table
@@ -151,6 +152,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         )
     if not flows:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
+    flows = _shared_reads(app.name, flows)
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
 
 
@@ -301,6 +303,28 @@ def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
     if source.is_file_source:
         return source
     return source.model_copy(update={"options": spec.kafka_options(source.options)})
+
+
+def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
+    """Let every query that reads a Kafka source consume each range once (streamsmith's
+    connector; see ``streamsmith.io.kafka.range_cache``), unless the spec sets it."""
+    readers: dict[str, int] = {}
+    for flow in flows:
+        readers[flow.source_name] = readers.get(flow.source_name, 0) + len(flow.outputs)
+    shared = []
+    for flow in flows:
+        source = flow.source
+        own = any(key.lower().startswith("rangecache") for key in source.options)
+        if source.is_file_source or own or readers[flow.source_name] < 2:
+            shared.append(flow)
+            continue
+        options = {
+            **source.options,
+            RANGE_CACHE: f"{app}.{flow.source_name}",
+            RANGE_CACHE_READERS: readers[flow.source_name],
+        }
+        shared.append(replace(flow, source=source.model_copy(update={"options": options})))
+    return shared
 
 
 def check_inputs(plan: Plan) -> None:

@@ -1,0 +1,185 @@
+"""YSB at a fixed rate: how soon after a window ends its final count is visible in PostgreSQL.
+
+The fixed-rate mode of the YSB harness (``ysb.py`` measures throughput). Ad events are
+produced to an embedded broker in real time at ``--rate`` per second, each stamped with
+its send time, and the ``ysb`` app runs always-on in this process as shipped: its lake
+flow (with quarantine and late-events queries) and its PostgreSQL flow (update mode,
+YSB's Redis sink), both decoding the JSON at the source. A poller reads the PostgreSQL
+table every 50 ms. A window's latency is YSB's: the moment its count first equals the
+views sent for it, minus the window's end. Windows ending in the first ``--warmup``
+seconds are left out (the first Python-worker batches pay their start-up). Every
+measured window must reach exactly its count; the script fails otherwise.
+
+    .venv/bin/python benchmarks/ysb_latency.py --rate 10000 --seconds 180
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+from confluent_kafka import Producer
+
+from streamsmith.apps import get_app
+from streamsmith.config import SparkSpec, load_spec, parse_trigger
+from streamsmith.generate.ysb import WINDOW, YsbData, ysb_campaigns, ysb_data
+from streamsmith.io.kafka.broker import start_broker
+from streamsmith.io.lake import replace_static_table, table_path
+from streamsmith.io.postgres.server import running_postgres
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import run_pipeline
+from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
+from streamsmith.session import build_session
+
+TOPIC = "ysb-live"
+Key = tuple[str, datetime]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=10_000, help="events per second")
+    parser.add_argument("--seconds", type=int, default=180, help="how long to produce")
+    parser.add_argument("--warmup", type=int, default=40, help="seconds left out at the start")
+    parser.add_argument("--trigger", default=None, help="e.g. interval=1s (the app's default)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="streamsmith-bench-latency-") as tmp:
+        root = Path(tmp)
+        campaigns = ysb_campaigns()
+        replace_static_table(table_path(root, "ysb_campaigns"), campaigns, CAMPAIGNS_SCHEMA)
+        with start_broker(root / "broker") as broker, running_postgres(root / "pg") as pg:
+            broker.create_topic(TOPIC, partitions=3)
+            app = get_app("ysb")
+            spec = load_spec(
+                app.default_spec,
+                sets=[
+                    f"kafka.bootstrap_servers={broker.bootstrap}",
+                    "sources.ads.format=kafka",
+                    "sources.ads.path=null",
+                    f"sources.ads.options.subscribe={TOPIC}",
+                    "sources.ads.options.valueFormat=json",
+                    "flows.campaign_windows_pg.enabled=true",
+                    f"postgres.dsn={pg.dsn}",
+                ],
+                storage_root=str(root),
+            )
+            trigger = parse_trigger(args.trigger) if args.trigger else None
+            plan = build_plan(app, spec, trigger)
+            spark = build_session(SparkSpec(master="local[*]"), "bench-ysb-latency")
+            stop = threading.Event()
+            pipeline = threading.Thread(target=run_pipeline, args=(spark, plan, stop))
+            pipeline.start()
+            try:
+                time.sleep(5)  # let the queries start before the first event is due
+                start = _next_window(datetime.now(UTC) + timedelta(seconds=2))
+                data = ysb_data(
+                    args.rate * args.seconds, rate=args.rate, chunks=1, start=start,
+                    campaigns=campaigns,
+                )  # fmt: skip
+                print(f"producing {data.events:,} events at {args.rate:,}/s from {start:%H:%M:%S}")
+                measured = _measure(data, broker.bootstrap, pg.dsn, args.rate, pipeline)
+            finally:
+                stop.set()
+                pipeline.join()
+                spark.stop()
+    _report(measured, start + timedelta(seconds=args.warmup), data)
+
+
+def _next_window(moment: datetime) -> datetime:
+    step = WINDOW.total_seconds()
+    return datetime.fromtimestamp(math.ceil(moment.timestamp() / step) * step, UTC)
+
+
+def _measure(
+    data: YsbData, bootstrap: str, dsn: str, rate: int, pipeline: threading.Thread
+) -> dict[Key, float]:
+    """Produce in real time while polling; seconds from window end to final count."""
+    done = threading.Event()
+    lag: list[float] = []
+    producer = threading.Thread(target=_produce, args=(data, bootstrap, rate, done, lag))
+    producer.start()
+    seen: dict[Key, float] = {}
+    deadline = None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while len(seen) < len(data.views):
+            if not pipeline.is_alive() or not (producer.is_alive() or done.is_set()):
+                raise SystemExit("the pipeline or the producer stopped early: see above")
+            if done.is_set() and deadline is None:
+                deadline = time.monotonic() + 60  # the last windows close within a minute
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            _poll(conn, data.views, seen)
+            time.sleep(0.05)
+    producer.join()
+    missing = len(data.views) - len(seen)
+    print(f"producer lag behind the schedule: max {max(lag, default=0):.2f} s")
+    if missing:
+        raise SystemExit(f"{missing} windows never reached their count in PostgreSQL")
+    return seen
+
+
+def _poll(conn: psycopg.Connection, views: Counter[Key], seen: dict[Key, float]) -> None:
+    now = time.time()
+    rows = conn.execute("SELECT campaign_id, window_start, views FROM campaign_windows")
+    for campaign, window_start, count in rows:
+        key = (campaign, window_start.astimezone(UTC))
+        if key in seen:
+            continue
+        if count > views[key]:
+            raise SystemExit(f"window {key} counted {count} views, {views[key]} were sent")
+        if count == views[key]:
+            seen[key] = now - (key[1] + WINDOW).timestamp()
+
+
+def _produce(
+    data: YsbData, bootstrap: str, rate: int, done: threading.Event, lag: list[float]
+) -> None:
+    """Send each event when its event time comes (in 5 ms steps)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    lines = data.lines
+    first = data.first_time.timestamp()
+    sent = 0
+    while sent < len(lines):
+        due = min(len(lines), int((time.time() - first) * rate) + 1)
+        if due > sent:
+            lag.append(max(0.0, time.time() - first - sent / rate))
+        while sent < due:
+            try:
+                producer.produce(TOPIC, value=lines[sent])
+                sent += 1
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        time.sleep(0.005)
+    if producer.flush(30):
+        raise SystemExit("events still unacknowledged 30 s after the last was sent")
+    done.set()
+
+
+def _report(seen: dict[Key, float], after: datetime, data: YsbData) -> None:
+    kept = sorted(s for (_, window), s in seen.items() if window + WINDOW > after)
+    if not kept:
+        raise SystemExit("no window ended after the warm-up: run longer")
+
+    def pct(p: float) -> float:
+        return kept[min(len(kept) - 1, int(p * len(kept)))]
+
+    windows = {window for _, window in seen if window + WINDOW > after}
+    print(
+        f"{len(kept)} campaign windows in {len(windows)} 10-second windows after the "
+        f"warm-up, all with exactly the views sent ({data.events:,} events)"
+    )
+    print("latency from window end to final count visible in PostgreSQL:")
+    print(f"  p50 {statistics.median(kept):.2f} s   p99 {pct(0.99):.2f} s   max {kept[-1]:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Consume each Kafka offset range once, however many of a flow's queries read it.
+
+Every query reads its source itself: a flow's output, its quarantine and its late
+events, and any other flow over the same source. On the Kafka path each would pay the
+per-message Python cost again, and that cost bounds throughput. The records of ``[start, end)``
+of a partition never change once written, so the first task to read a range keeps its
+Arrow batches in a local file, and the other queries' tasks for the same range read
+that file instead of the broker.
+
+Safety:
+
+- The key holds everything that decides the batches: the servers and consumer
+  options, topic, partition, offsets, and the decoding options. A miss is always
+  correct, only slower: a range cut differently, another executor, an evicted file.
+- One task consumes a range at a time (an exclusive ``flock``; a killed process
+  releases it), and a file appears under its final name only when complete
+  (write-then-rename), so a reader never sees a partial range.
+- A file is deleted once the flow's ``readers`` queries have read it, and any file
+  unused for ``ttl_s`` (a query that skipped its batch, a replay that never came) is
+  swept when the next range is cached.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+RANGE_CACHE = "rangeCache"  # the source options that switch it on
+RANGE_CACHE_READERS = "rangeCacheReaders"
+DEFAULT_DIR = Path(tempfile.gettempdir()) / "streamsmith-kafka-ranges"
+DEFAULT_TTL_S = 300.0
+
+
+@dataclass(frozen=True)
+class RangeCache:
+    """Where a group of queries shares the ranges they read, and how many read each."""
+
+    group: str
+    readers: int
+    folder: Path = DEFAULT_DIR
+    ttl_s: float = DEFAULT_TTL_S
+
+    def read(
+        self, key: dict[str, object], consume: Callable[[], Iterator[pa.RecordBatch]]
+    ) -> Iterator[pa.RecordBatch]:
+        """The range's batches: from the shared file when another query read it already,
+        else from ``consume()``, kept for the other readers as they stream past."""
+        digest = hashlib.sha256(
+            json.dumps([self.group, key], sort_keys=True, default=str).encode()
+        ).hexdigest()[:32]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{digest}.arrow"
+        with _locked(self.folder / f"{digest}.lock"):
+            if path.exists():
+                yield from _read_file(path)
+                self._count_read(path)
+                return
+            yield from self._consume_and_keep(path, consume)
+            self._count_read(path)
+        self._sweep()
+
+    def _consume_and_keep(
+        self, path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]
+    ) -> Iterator[pa.RecordBatch]:
+        staging = path.with_suffix(f".{os.getpid()}.tmp")
+        writer: pa.ipc.RecordBatchFileWriter | None = None
+        try:
+            for batch in consume():
+                if writer is None:
+                    writer = pa.ipc.new_file(str(staging), batch.schema)
+                writer.write_batch(batch)
+                yield batch
+            if writer is not None:
+                writer.close()
+                writer = None
+                staging.replace(path)
+        finally:
+            if writer is not None:
+                writer.close()
+            staging.unlink(missing_ok=True)
+
+    def _count_read(self, path: Path) -> None:
+        """Note one more completed read (the lock is held); the last reader deletes."""
+        counter = path.with_suffix(".reads")
+        done = int(counter.read_text(encoding="utf-8")) + 1 if counter.exists() else 1
+        if done >= self.readers:
+            path.unlink(missing_ok=True)
+            counter.unlink(missing_ok=True)
+            # A task still waiting on this lock finds no file and consumes again: correct.
+            path.with_suffix(".lock").unlink(missing_ok=True)
+        else:
+            counter.write_text(str(done), encoding="utf-8")
+            if path.exists():
+                os.utime(path)
+
+    def _sweep(self) -> None:
+        """Delete files nobody used for ``ttl_s``: leftovers of skipped or cut-off reads."""
+        cutoff = time.time() - self.ttl_s
+        for leftover in self.folder.iterdir():
+            try:
+                stale = leftover.stat().st_mtime < cutoff
+            except FileNotFoundError:
+                continue  # another task removed it meanwhile
+            if stale and leftover.suffix in (".arrow", ".reads", ".tmp", ".lock"):
+                log.info("removing unused cached Kafka range %s", leftover.name)
+                leftover.unlink(missing_ok=True)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        os.utime(path)  # a lock in use is never stale for the sweep
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _read_file(path: Path) -> Iterator[pa.RecordBatch]:
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.open_file(source)
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)

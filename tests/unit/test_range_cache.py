@@ -1,0 +1,86 @@
+"""The Kafka range cache: one consume per range, whole files only, cleanup by count and age."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from streamsmith.io.kafka.range_cache import RangeCache
+
+KEY = {"range": ("ads", 0, 0, 6)}
+
+
+def batches(log: list[str]) -> Iterator[pa.RecordBatch]:
+    log.append("consumed")
+    for first in (0, 3):
+        yield pa.RecordBatch.from_pydict({"offset": pa.array(range(first, first + 3), pa.int64())})
+
+
+def offsets(read: Iterator[pa.RecordBatch]) -> list[int]:
+    return [value for batch in read for value in batch.column("offset").to_pylist()]
+
+
+def test_readers_share_one_consume_and_the_last_deletes_the_file(tmp_path: Path) -> None:
+    cache = RangeCache(group="ysb.flow", readers=3, folder=tmp_path)
+    log: list[str] = []
+
+    assert offsets(cache.read(KEY, lambda: batches(log))) == list(range(6))
+    assert len(list(tmp_path.glob("*.arrow"))) == 1
+    assert offsets(cache.read(KEY, lambda: batches(log))) == list(range(6))
+    assert offsets(cache.read(KEY, lambda: batches(log))) == list(range(6))
+
+    assert log == ["consumed"]  # the other two readers never touched the broker
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_abandoned_read_leaves_nothing_for_others(tmp_path: Path) -> None:
+    cache = RangeCache(group="g", readers=2, folder=tmp_path)
+    log: list[str] = []
+    read = cache.read(KEY, lambda: batches(log))
+    next(read)
+    read.close()  # the task was cut off after its first batch
+
+    assert not list(tmp_path.glob("*.arrow")) and not list(tmp_path.glob("*.tmp"))
+    assert offsets(cache.read(KEY, lambda: batches(log))) == list(range(6))
+    assert log == ["consumed", "consumed"]
+
+
+def test_a_failed_consume_is_not_kept(tmp_path: Path) -> None:
+    cache = RangeCache(group="g", readers=2, folder=tmp_path)
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pydict({"offset": pa.array([0], pa.int64())})
+        raise RuntimeError("broker gone")
+
+    with pytest.raises(RuntimeError, match="broker gone"):
+        list(cache.read(KEY, failing))
+    assert not [p for p in tmp_path.iterdir() if p.suffix in (".arrow", ".tmp")]
+
+
+def test_groups_and_keys_do_not_mix(tmp_path: Path) -> None:
+    log: list[str] = []
+    one = RangeCache(group="app.one", readers=2, folder=tmp_path)
+    other = RangeCache(group="app.other", readers=2, folder=tmp_path)
+    list(one.read(KEY, lambda: batches(log)))
+    list(other.read(KEY, lambda: batches(log)))
+    list(one.read({"range": ("ads", 0, 0, 3)}, lambda: batches(log)))
+    assert log == ["consumed"] * 3
+
+
+def test_files_unused_for_the_ttl_are_swept(tmp_path: Path) -> None:
+    cache = RangeCache(group="g", readers=2, folder=tmp_path, ttl_s=60)
+    log: list[str] = []
+    list(cache.read(KEY, lambda: batches(log)))  # its second reader never comes
+    (kept,) = tmp_path.glob("*.arrow")
+    hour_ago = time.time() - 3600
+    os.utime(kept, (hour_ago, hour_ago))
+
+    list(cache.read({"range": ("ads", 1, 0, 6)}, lambda: batches(log)))
+
+    assert not kept.exists()
+    assert len(list(tmp_path.glob("*.arrow"))) == 1  # the new range, waiting for its reader

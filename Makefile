@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep lint format bench peers clean
+.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint format bench peers clean
 
 setup: java postgres $(VENV)/.installed
 
@@ -57,6 +57,10 @@ test-deep: setup
 
 test-fast: setup
 	$(PY) -m pytest tests/unit
+
+# The ysb app on a standalone master and two workers on loopback (streamsmith cluster).
+test-cluster: setup
+	$(PY) -m pytest -m cluster
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks

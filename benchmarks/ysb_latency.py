@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psycopg
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
 from streamsmith.config import SparkSpec, load_spec, parse_trigger
@@ -49,10 +50,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=180, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=40, help="seconds left out at the start")
     parser.add_argument("--trigger", default=None, help="e.g. interval=1s (the app's default)")
+    parser.add_argument(
+        "--postgres-only", action="store_true",
+        help="run only the PostgreSQL flow (no lake table, quarantine or late-events queries)",
+    )  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], help="a spec setting KEY=VALUE")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamsmith-bench-latency-") as tmp:
         root = Path(tmp)
+        root.chmod(0o711)  # PostgreSQL runs as its own user when this runs as root
         campaigns = ysb_campaigns()
         replace_static_table(table_path(root, "ysb_campaigns"), campaigns, CAMPAIGNS_SCHEMA)
         with start_broker(root / "broker") as broker, running_postgres(root / "pg") as pg:
@@ -68,6 +75,8 @@ def main() -> None:
                     "sources.ads.options.valueFormat=json",
                     "flows.campaign_windows_pg.enabled=true",
                     f"postgres.dsn={pg.dsn}",
+                    *(["flows.campaign_windows.enabled=false"] if args.postgres_only else []),
+                    *args.set,
                 ],
                 storage_root=str(root),
             )
@@ -86,6 +95,7 @@ def main() -> None:
                 )  # fmt: skip
                 print(f"producing {data.events:,} events at {args.rate:,}/s from {start:%H:%M:%S}")
                 measured = _measure(data, broker.bootstrap, pg.dsn, args.rate, pipeline)
+                _print_batches(spark)
             finally:
                 stop.set()
                 pipeline.join()
@@ -122,7 +132,11 @@ def _measure(
     missing = len(data.views) - len(seen)
     print(f"producer lag behind the schedule: max {max(lag, default=0):.2f} s")
     if missing:
-        raise SystemExit(f"{missing} windows never reached their count in PostgreSQL")
+        windows = sorted({w for k, w in data.views if (k, w) not in seen})
+        raise SystemExit(
+            f"{missing} campaign windows never reached their count in PostgreSQL; "
+            f"windows starting {', '.join(f'{w:%H:%M:%S}' for w in windows)}"
+        )
     return seen
 
 
@@ -162,6 +176,26 @@ def _produce(
     if producer.flush(30):
         raise SystemExit("events still unacknowledged 30 s after the last was sent")
     done.set()
+
+
+def _print_batches(spark: SparkSession) -> None:
+    """Each query's recent batches: how long they took and where (Spark's progress)."""
+    print(f"{'query (recent batches)':<34}{'batches':>8}{'rows/batch':>11}{'median ms':>10}"
+          f"{'max ms':>8}  median ms by phase")  # fmt: skip
+    for query in spark.streams.active:
+        progress = [p for p in query.recentProgress if p.numInputRows]
+        if not progress:
+            continue
+        took = sorted(p.batchDuration for p in progress)
+        rows = statistics.median(p.numInputRows for p in progress)
+        phases = {
+            phase: statistics.median(p.durationMs.get(phase, 0) for p in progress)
+            for phase in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+        }
+        print(
+            f"{query.name:<34}{len(progress):>8}{rows:>11,.0f}{statistics.median(took):>10,.0f}"
+            f"{took[-1]:>8,}  " + ", ".join(f"{k} {v:,.0f}" for k, v in phases.items())
+        )
 
 
 def _report(seen: dict[Key, float], after: datetime, data: YsbData) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from streamsmith.io.kafka.broker import free_port
+from streamsmith.processes import free_port
 
 
 @dataclass

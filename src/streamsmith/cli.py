@@ -893,6 +893,61 @@ def broker_status(root: Root = None) -> None:
     say(f"broker running on 127.0.0.1:{port}")
 
 
+cluster_cli = typer.Typer(
+    help="A Spark standalone cluster (master and workers) on 127.0.0.1, from the pyspark "
+    "wheel; point spark.master at the URL it prints.",
+    no_args_is_help=True,
+)
+cli.add_typer(cluster_cli, name="cluster")
+
+
+@cluster_cli.command("start")
+def cluster_start(
+    root: Root = None,
+    workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
+    cores: Annotated[int, typer.Option("--cores", help="Cores per worker.", min=1)] = 1,
+    memory: Annotated[str, typer.Option("--memory", help="Memory per worker.")] = "2g",
+) -> None:
+    """Start a master and workers that keep running after this command (pids, logs and
+    work directories under <root>/cluster); prints the master URL."""
+    from streamsmith.cluster import cluster_home, start_cluster
+
+    home = cluster_home(_storage_root(root))
+    with err.status(f"starting a Spark master and {workers} workers"):
+        started = start_cluster(home, workers, cores=cores, memory=memory)
+    say(started.master_url)
+    say(f"master web UI {started.master.web_ui}, {len(started.workers)} workers; logs and "
+        f"pids in {home}; run an app on it with --set spark.master={started.master_url}",
+        to_stderr=True)  # fmt: skip
+
+
+@cluster_cli.command("stop")
+def cluster_stop(root: Root = None) -> None:
+    """Stop the workers (and their executors) and the master; logs stay."""
+    from streamsmith.cluster import cluster_home, stop_cluster
+
+    home = cluster_home(_storage_root(root))
+    say("stopped" if stop_cluster(home) else f"no cluster running in {home}")
+
+
+@cluster_cli.command("status")
+def cluster_status(root: Root = None) -> None:
+    """Say whether the cluster runs, its master URL and live workers; exit 1 if not."""
+    from streamsmith.cluster import cluster_home
+    from streamsmith.cluster import cluster_status as running_cluster
+
+    home = cluster_home(_storage_root(root))
+    cluster = running_cluster(home)
+    if cluster is None:
+        say(f"no cluster running in {home}")
+        raise typer.Exit(1)
+    state = cluster.state()
+    alive = sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+    apps = len(state.get("activeapps", []))
+    say(f"{cluster.master_url}: {alive} of {len(cluster.workers)} workers alive, {apps} "
+        f"running apps; web UI {cluster.master.web_ui}")  # fmt: skip
+
+
 @topic_cli.command("create")
 def topic_create(
     name: str,

@@ -6,6 +6,14 @@ RocksDB state store, UTC as session time zone (dates derived from event times mu
 depend on the host), loopback-only networking, the current Python for workers, and
 quiet logs. Everything can be overridden from the spec's ``spark.conf``.
 
+With a cluster master (``spark://...``, ``k8s://...``, ``yarn``) the executors may not
+have streamsmith installed, yet they unpickle its code: the Kafka source is a Python Data
+Source, and UDFs and stateful processors live in the package. So the driver zips the
+installed package (once per content, in the temp directory) and adds it with
+``addPyFile`` before any query is defined; Spark serves it to every executor and puts it
+first on their Python path. A master on loopback (``streamsmith cluster start``) also
+keeps the driver on 127.0.0.1.
+
 PySpark's ``transformWithStateInPandas`` driver worker prints its UDF, return type and
 state-server port on every query start, unconditionally; the JVM copies that onto its
 stderr. A JVM started here gets a stderr that drops those lines and passes everything
@@ -14,21 +22,27 @@ else on unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 
-from pyspark import SparkContext
+from pyspark import SparkConf, SparkContext, SparkFiles
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
+STREAMING_JOB_ARTIFACTS = "streaming_job"
 
 
 def local_cores(master: str) -> int | None:
@@ -41,6 +55,22 @@ def local_cores(master: str) -> int | None:
     if match.group(1) == "*":
         return os.cpu_count() or 1
     return int(match.group(1))
+
+
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def master_on_loopback(master: str) -> bool:
+    """Whether a cluster master runs on this machine's loopback (``spark://127.0.0.1:7077``,
+    ``spark://localhost:7077,127.0.0.1:7078``, ``local-cluster[...]``): its executors can
+    only reach a driver that advertises 127.0.0.1."""
+    if master.startswith("local-cluster["):
+        return True
+    match = re.fullmatch(r"spark://(.+)", master)
+    if not match:
+        return False
+    hosts = [address.rsplit(":", 1)[0].lower() for address in match.group(1).split(",")]
+    return all(host in _LOOPBACK_HOSTS or host.startswith("127.") for host in hosts)
 
 
 def default_conf(spec: SparkSpec) -> dict[str, str]:
@@ -60,10 +90,21 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
     }
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    if cores is not None:
+    if cores is not None or master_on_loopback(spec.master):
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
     return conf
+
+
+def submitted_master() -> str | None:
+    """The ``--master`` of ``spark-submit`` (or the ``pyspark`` shell) when it started this
+    driver's JVM, else None; without it the spec's default ``local[*]`` would silently
+    replace the cluster spark-submit was pointed at."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    master = SparkConf().get("spark.master", None)  # loads the JVM's spark.* properties
+    return master or None
 
 
 def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSession:
@@ -71,8 +112,12 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
 
     Conf is applied when the JVM starts; in a process that already has a session (a test
     run, a notebook) Spark reuses it and only runtime-settable options take effect.
+    Under ``spark-submit`` a spec that does not name a master runs on spark-submit's.
     """
-    if local_cores(spec.master) is not None:
+    if "master" not in spec.model_fields_set:
+        spec = spec.model_copy(update={"master": submitted_master() or spec.master})
+    local = local_cores(spec.master) is not None
+    if local or master_on_loopback(spec.master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -87,7 +132,65 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     else:
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(spec.log_level)
+    if not local:
+        ship_package(session)
     return session
+
+
+def ship_package(session: SparkSession) -> Path:
+    """Make the installed streamsmith importable on the executors: add its zip with
+    ``addPyFile`` (once per session). Returns the zip.
+
+    Must run before any UDF or data source is defined: PySpark captures the list of
+    Python includes when it wraps a function.
+    """
+    archive = package_zip()
+    context = session.sparkContext
+    if archive.name not in (getattr(context, "_python_includes", None) or []):
+        context.addPyFile(str(archive))
+    # The driver-side runner of Python streaming sources (which unpickles streamsmith's
+    # Kafka source to plan each batch) looks for the includes in the fixed "job artifact"
+    # folder <SparkFiles root>/streaming_job rather than in the root (Spark 4.x); without
+    # a copy there it can only import streamsmith if PYSPARK_PYTHON has it installed.
+    artifacts = Path(SparkFiles.getRootDirectory()) / STREAMING_JOB_ARTIFACTS
+    artifacts.mkdir(exist_ok=True)
+    if not (artifacts / archive.name).is_file():
+        shutil.copyfile(archive, artifacts / archive.name)
+    return archive
+
+
+def package_zip(cache_dir: Path | None = None) -> Path:
+    """A zip of the installed ``streamsmith`` package (sources and package data, no
+    bytecode), for ``--py-files``/``addPyFile``.
+
+    The name carries a digest of the content: an unchanged package reuses the cached zip,
+    and a changed one never collides with an older zip Spark already serves under the
+    same name.
+    """
+    package = Path(str(resources.files("streamsmith")))
+    files = sorted(
+        path
+        for path in package.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    )
+    contents = [(path.relative_to(package.parent).as_posix(), path.read_bytes()) for path in files]
+    digest = hashlib.sha256()
+    for name, data in contents:
+        digest.update(name.encode() + b"\0" + data + b"\0")
+    cache = cache_dir or Path(tempfile.gettempdir()) / "streamsmith-pyfiles"
+    archive = cache / f"streamsmith-{digest.hexdigest()[:16]}.zip"
+    if archive.is_file():
+        return archive
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = cache / f".{archive.name}.{os.getpid()}.tmp"
+    with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for name, data in contents:
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            zipped.writestr(entry, data)
+    staging.replace(archive)
+    return archive
 
 
 @contextmanager

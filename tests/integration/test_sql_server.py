@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from streamsmith.io.kafka.broker import free_port
 from streamsmith.io.lake import register_lake_views, table_path, write_table
+from streamsmith.processes import free_port
 from streamsmith.runtime.sql_server import beeline_query, start_sql_server
 
 

@@ -24,7 +24,7 @@ from streamsmith.config import PipelineSpec, Trigger, load_spec
 from streamsmith.demo import run_secops_demo
 from streamsmith.errors import UserError
 from streamsmith.generate.secops import SOURCES, SecopsData, secops_data
-from streamsmith.io.kafka.broker import EmbeddedBroker, free_port
+from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.io.lake import (
     backfill_path,
@@ -35,6 +35,7 @@ from streamsmith.io.lake import (
 )
 from streamsmith.io.webhook import WebhookTarget, start_webhook_stream
 from streamsmith.ml.anomaly import MODEL_NAME, save, train
+from streamsmith.processes import free_port
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.runner import backfill, start_queries
 from streamsmith.schemas.security import ASSETS_SCHEMA, FLOW_SCHEMA

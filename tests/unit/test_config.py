@@ -233,12 +233,16 @@ def test_queries_reading_one_kafka_source_share_its_ranges() -> None:
         "sources.ads.options.subscribe=ads",
     ]
     both = load_spec(app.default_spec, sets=[*kafka, "flows.campaign_windows_pg.enabled=true"])
-    plan = build_plan(app, both)
+    plan = build_plan(app, both, Trigger("available-now"))
+    assert not any(
+        key.startswith("rangeCache") for key in build_plan(app, both).flows[0].source.options
+    )
     # The lake flow has 3 queries (table, quarantine, late), the PostgreSQL flow 1.
     assert [(f.source.options["rangeCache"], f.source.options["rangeCacheReaders"])
             for f in plan.flows] == [("ysb.ads", 4), ("ysb.ads", 4)]  # fmt: skip
 
     own = load_spec(app.default_spec, sets=[*kafka, "sources.ads.options.rangeCache=off"])
-    assert build_plan(app, own).flows[0].source.options["rangeCache"] is False  # YAML: off
-    files = build_plan(app, load_spec(app.default_spec))
+    own_plan = build_plan(app, own, Trigger("available-now"))
+    assert own_plan.flows[0].source.options["rangeCache"] is False  # YAML: off
+    files = build_plan(app, load_spec(app.default_spec), Trigger("available-now"))
     assert not any(key.startswith("rangeCache") for key in files.flows[0].source.options)

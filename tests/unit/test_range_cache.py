@@ -38,16 +38,16 @@ def test_readers_share_one_consume_and_the_last_deletes_the_file(tmp_path: Path)
     assert not list(tmp_path.iterdir())
 
 
-def test_an_abandoned_read_leaves_nothing_for_others(tmp_path: Path) -> None:
+def test_a_reader_cut_off_early_still_leaves_the_whole_range(tmp_path: Path) -> None:
     cache = RangeCache(group="g", readers=2, folder=tmp_path)
     log: list[str] = []
     read = cache.read(KEY, lambda: batches(log))
     next(read)
     read.close()  # the task was cut off after its first batch
 
-    assert not list(tmp_path.glob("*.arrow")) and not list(tmp_path.glob("*.tmp"))
     assert offsets(cache.read(KEY, lambda: batches(log))) == list(range(6))
-    assert log == ["consumed", "consumed"]
+    assert log == ["consumed"]
+    assert not list(tmp_path.glob("*.arrow"))
 
 
 def test_a_failed_consume_is_not_kept(tmp_path: Path) -> None:
@@ -84,3 +84,21 @@ def test_files_unused_for_the_ttl_are_swept(tmp_path: Path) -> None:
 
     assert not kept.exists()
     assert len(list(tmp_path.glob("*.arrow"))) == 1  # the new range, waiting for its reader
+
+
+def test_the_group_follows_the_first_planner_within_each_querys_own_limit(tmp_path: Path) -> None:
+    cache = RangeCache(group="g", readers=2, folder=tmp_path)
+    start = {"ads": {"0": 0, "1": 0}}
+    first = {"ads": {"0": 40, "1": 35}}
+
+    assert cache.agreed_end(start, first) == first
+    # A later query sees more data but cuts where the first did, so both read one range.
+    assert cache.agreed_end(start, {"ads": {"0": 90, "1": 80}}) == first
+    # One whose own limit (availableNow target, maxOffsetsPerTrigger) is lower keeps its own.
+    assert cache.agreed_end(start, {"ads": {"0": 30, "1": 80}}) == {"ads": {"0": 30, "1": 80}}
+    # Nothing new is never agreed on: the next call may see data.
+    assert cache.agreed_end(first, first) == first
+    assert cache.agreed_end(first, {"ads": {"0": 50, "1": 35}}) == {"ads": {"0": 50, "1": 35}}
+    assert RangeCache(group="other", readers=2, folder=tmp_path).agreed_end(
+        start, {"ads": {"0": 90, "1": 80}}
+    ) == {"ads": {"0": 90, "1": 80}}

@@ -306,16 +306,27 @@ def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
 
 
 def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
-    """Let every query that reads a Kafka source consume each range once (streamsmith's
-    connector; see ``streamsmith.io.kafka.range_cache``), unless the spec sets it."""
+    """In catch-up runs, let every query that reads a Kafka source consume each range
+    once (streamsmith's connector; see ``streamsmith.io.kafka.range_cache``), unless the
+    spec says otherwise.
+
+    Not in always-on runs: there the queries' batches must follow one plan to share
+    ranges, which holds every query to the pace of the fastest planner's small batches,
+    and a slower query, paying its fixed cost per batch, falls ever further behind
+    (measured with ``benchmarks/ysb_latency.py``: 12 s behind after 40 s instead of 3).
+    """
     readers: dict[str, int] = {}
+    always_on: set[str] = set()
     for flow in flows:
         readers[flow.source_name] = readers.get(flow.source_name, 0) + len(flow.outputs)
+        if not all(output.trigger.terminates for output in flow.outputs):
+            always_on.add(flow.source_name)
     shared = []
     for flow in flows:
         source = flow.source
         own = any(key.lower().startswith("rangecache") for key in source.options)
-        if source.is_file_source or own or readers[flow.source_name] < 2:
+        alone = readers[flow.source_name] < 2 or flow.source_name in always_on
+        if source.is_file_source or own or alone:
             shared.append(flow)
             continue
         options = {

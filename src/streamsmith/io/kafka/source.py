@@ -542,7 +542,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 backlog = sum(end[tp] - floor.get(tp, end[tp]) for tp in end)
                 rows = max(1, self.adaptive.admit(backlog))
             end = cap_by_rows(floor, end, rows)
-        return to_json_dict(end)
+        if self.options.range_cache is None:
+            return to_json_dict(end)
+        return self.options.range_cache.agreed_end(to_json_dict(begin), to_json_dict(end))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return to_json_dict(self._latest) if self._latest else None

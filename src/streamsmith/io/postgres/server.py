@@ -17,7 +17,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from streamsmith.errors import UserError
+from streamsmith.processes import free_port
 
 STATE_FILE = "server.json"
 DATA_DIR = "data"
@@ -80,7 +80,7 @@ def start_postgres(home: Path, port: int | None = None) -> PostgresServer:
     home = home.resolve()
     state = _read_state(home)
     if state is None:
-        server = _init_cluster(home, port or _free_port())
+        server = _init_cluster(home, port or free_port())
     else:
         server = PostgresServer(home, port or int(state["port"]), str(state["password"]))
     _pg_ctl(home, "start", "-w", "-t", "60", "-l", str(home / LOG_FILE), "-o", _options(server))
@@ -257,12 +257,6 @@ def _check_reachable(home: Path) -> None:
                 f"{stat.filemode(mode)}): choose a storage root outside it, or "
                 f"`chmod o+x {parent}`"
             )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _read_state(home: Path) -> dict[str, str | int] | None:

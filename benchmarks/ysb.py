@@ -47,6 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.apps import get_app
+from streamsmith.apps.ysb import kafka_sets
 from streamsmith.config import SparkSpec, Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
@@ -134,14 +135,7 @@ def run_peers(
 def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, Callable[[], None]]:
     """Every measured path, each an action that runs it once from scratch."""
     app = get_app("ysb")
-    kafka_sets = [
-        f"kafka.bootstrap_servers={broker.bootstrap}",
-        "sources.ads.format=kafka",
-        "sources.ads.path=null",
-        f"sources.ads.options.subscribe={TOPIC}",
-        "sources.ads.options.startingOffsets=earliest",
-        "sources.ads.options.valueFormat=json",
-    ]
+    kafka = kafka_sets(broker.bootstrap, TOPIC)
     campaigns = read_table(spark, table_path(root, "ysb_campaigns")).cache()
     campaigns.count()
 
@@ -187,9 +181,9 @@ def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, 
             "files", lambda: spark.readStream.schema(AD_EVENT_SCHEMA).json(files)
         ),
         "pyarrow JSON reader (limit)": lambda: arrow_decode(Path(files)),
-        "streamsmith app, Kafka": app_run("app-kafka", kafka_sets),
+        "streamsmith app, Kafka": app_run("app-kafka", kafka),
         "  same, each query consuming": app_run(
-            "app-kafka-unshared", [*kafka_sets, "sources.ads.options.rangeCache=off"]
+            "app-kafka-unshared", [*kafka, "sources.ads.options.rangeCache=off"]
         ),
         "bare Spark from_json, Kafka": bare("kafka", kafka_values),
         "raw consume (limit)": lambda: raw_consume(broker),

@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
+from streamsmith.apps.ysb import kafka_sets
 from streamsmith.config import SparkSpec, load_spec, parse_trigger
 from streamsmith.generate.ysb import WINDOW, YsbData, ysb_campaigns, ysb_data
 from streamsmith.io.kafka.broker import start_broker
@@ -68,11 +69,7 @@ def main() -> None:
             spec = load_spec(
                 app.default_spec,
                 sets=[
-                    f"kafka.bootstrap_servers={broker.bootstrap}",
-                    "sources.ads.format=kafka",
-                    "sources.ads.path=null",
-                    f"sources.ads.options.subscribe={TOPIC}",
-                    "sources.ads.options.valueFormat=json",
+                    *kafka_sets(broker.bootstrap, TOPIC),
                     "flows.campaign_windows_pg.enabled=true",
                     f"postgres.dsn={pg.dsn}",
                     *(["flows.campaign_windows.enabled=false"] if args.postgres_only else []),
@@ -94,7 +91,9 @@ def main() -> None:
                     campaigns=campaigns,
                 )  # fmt: skip
                 print(f"producing {data.events:,} events at {args.rate:,}/s from {start:%H:%M:%S}")
-                measured = _measure(data, broker.bootstrap, pg.dsn, args.rate, pipeline)
+                measured = _measure(
+                    data, broker.bootstrap, pg.dsn, args.rate, pipeline, args.warmup
+                )
                 _print_batches(spark)
             finally:
                 stop.set()
@@ -109,11 +108,11 @@ def _next_window(moment: datetime) -> datetime:
 
 
 def _measure(
-    data: YsbData, bootstrap: str, dsn: str, rate: int, pipeline: threading.Thread
+    data: YsbData, bootstrap: str, dsn: str, rate: int, pipeline: threading.Thread, warmup: int
 ) -> dict[Key, float]:
     """Produce in real time while polling; seconds from window end to final count."""
     done = threading.Event()
-    lag: list[float] = []
+    lag: list[tuple[float, float]] = []
     producer = threading.Thread(target=_produce, args=(data, bootstrap, rate, done, lag))
     producer.start()
     seen: dict[Key, float] = {}
@@ -130,7 +129,8 @@ def _measure(
             time.sleep(0.05)
     producer.join()
     missing = len(data.views) - len(seen)
-    print(f"producer lag behind the schedule: max {max(lag, default=0):.2f} s")
+    late = [behind for second, behind in lag if second >= warmup]
+    print(f"producer behind its schedule after the warm-up: max {max(late, default=0):.2f} s")
     if missing:
         windows = sorted({w for k, w in data.views if (k, w) not in seen})
         raise SystemExit(
@@ -154,7 +154,7 @@ def _poll(conn: psycopg.Connection, views: Counter[Key], seen: dict[Key, float])
 
 
 def _produce(
-    data: YsbData, bootstrap: str, rate: int, done: threading.Event, lag: list[float]
+    data: YsbData, bootstrap: str, rate: int, done: threading.Event, lag: list[tuple[float, float]]
 ) -> None:
     """Send each event when its event time comes (in 5 ms steps)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -163,8 +163,8 @@ def _produce(
     sent = 0
     while sent < len(lines):
         due = min(len(lines), int((time.time() - first) * rate) + 1)
-        if due > sent:
-            lag.append(max(0.0, time.time() - first - sent / rate))
+        if due > sent:  # (event second, how late the send is against the schedule)
+            lag.append((sent / rate, max(0.0, time.time() - first - sent / rate)))
         while sent < due:
             try:
                 producer.produce(TOPIC, value=lines[sent])

@@ -28,6 +28,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
+from streamsmith.apps.ysb import kafka_sets
 from streamsmith.cluster import StandaloneCluster, cluster_home, cluster_status
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate import produce_all
@@ -220,6 +221,7 @@ def assert_same_results(spark: SparkSession, data: YsbData, on_cluster: Path, lo
     assert quarantined(spark, on_cluster) == quarantined(spark, local) == data.corrupt > 0
 
 
+@pytest.mark.cluster_only
 def test_ysb_from_files_on_the_cluster_equals_ground_truth_and_local(
     cluster: StandaloneCluster, executor_python: str, spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -254,14 +256,7 @@ def test_ysb_from_a_four_partition_topic_on_the_cluster_equals_ground_truth_and_
     broker.create_topic(topic, partitions=KAFKA_PARTITIONS)
     lines = data.lines
     produce_all(broker.bootstrap, topic, lines, [None] * len(lines))
-    sets = [
-        f"kafka.bootstrap_servers={broker.bootstrap}",
-        "sources.ads.format=kafka",
-        "sources.ads.path=null",
-        f"sources.ads.options.subscribe={topic}",
-        "sources.ads.options.startingOffsets=earliest",
-        "sources.ads.options.valueFormat=json",
-    ]
+    sets = kafka_sets(broker.bootstrap, topic)
     on_cluster, local = tmp_path / "cluster", tmp_path / "local"
     for root in (on_cluster, local):
         replace_static_table(table_path(root, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,11 +16,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
+from streamsmith.apps.ysb import kafka_sets
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
-from streamsmith.io.lake import read_table, replace_static_table, table_path
+from streamsmith.io.lake import is_table, read_table, replace_static_table, table_path
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
@@ -71,14 +76,7 @@ def test_views_from_kafka_with_json_decoded_at_the_source(
     produce_all(broker.bootstrap, "ysb-ads", lines, [None] * len(lines))
     replace_static_table(table_path(tmp_path, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
     app = get_app("ysb")
-    sets = [
-        f"kafka.bootstrap_servers={broker.bootstrap}",
-        "sources.ads.format=kafka",
-        "sources.ads.path=null",
-        "sources.ads.options.subscribe=ysb-ads",
-        "sources.ads.options.startingOffsets=earliest",
-        "sources.ads.options.valueFormat=json",
-    ]
+    sets = kafka_sets(broker.bootstrap, "ysb-ads")
     spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
 
     run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
@@ -90,3 +88,49 @@ def test_views_from_kafka_with_json_decoded_at_the_source(
     assert lake_views(spark, tmp_path) == closed
     quarantine = read_table(spark, table_path(tmp_path, "campaign_windows_quarantine"))
     assert quarantine.count() == data.corrupt
+
+
+def test_always_on_from_kafka_records_late_events_with_the_flows_watermark(
+    spark: SparkSession, tmp_path: Path, broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Always on, the late-events query cuts the topic into the flow query's batches, so
+    each of its batches finds the watermark the flow dropped events with (no waiting,
+    no fallback)."""
+    on_time = ysb_data(2_000, rate=50, chunks=1, seed=5)  # 40 s of event time
+    late = ysb_data(40, rate=100, chunks=1, seed=6, start=on_time.first_time + timedelta(seconds=5))
+    broker.create_topic("ysb-live", partitions=3)
+    replace_static_table(table_path(tmp_path, "ysb_campaigns"), on_time.campaigns, CAMPAIGNS_SCHEMA)
+    app = get_app("ysb")
+    sets = kafka_sets(broker.bootstrap, "ysb-live")
+    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+    stop = threading.Event()
+    pipeline = threading.Thread(
+        target=run_pipeline, args=(spark, build_plan(app, spec, Trigger("interval", 1.0)), stop)
+    )
+    pipeline.start()
+    try:
+        produce_all(broker.bootstrap, "ysb-live", on_time.lines, [None] * len(on_time.lines))
+        lake = table_path(tmp_path, "campaign_windows")
+        closed = on_time.closed_views(DELAY)
+        wait_for(lambda: is_table(lake) and lake_views(spark, tmp_path) == closed)
+        produce_all(broker.bootstrap, "ysb-live", late.lines, [None] * len(late.lines))
+        late_table = table_path(tmp_path, "campaign_windows_late")
+        wait_for(lambda: late_table.exists() and read_table(spark, late_table).count() >= 40)
+    finally:
+        stop.set()
+        pipeline.join()
+
+    rows = read_table(spark, late_table).collect()
+    assert sorted(r.user_id for r in rows) == sorted(
+        json.loads(line)["user_id"] for line in late.lines
+    )
+    watermark = on_time.last_time - DELAY  # all on-time events were read before
+    assert {(r.watermark.replace(tzinfo=UTC), r.windows_dropped) for r in rows} == {(watermark, 1)}
+    assert "never read the same input" not in caplog.text
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(1)

@@ -48,6 +48,19 @@ DEFAULT_SPEC = {
 }
 
 
+def kafka_sets(bootstrap: str, topic: str) -> list[str]:
+    """``--set`` lines that read the ads from ``topic`` (from its start) instead of files,
+    the JSON decoded at the source."""
+    return [
+        f"kafka.bootstrap_servers={bootstrap}",
+        "sources.ads.format=kafka",
+        "sources.ads.path=null",
+        f"sources.ads.options.subscribe={topic}",
+        "sources.ads.options.startingOffsets=earliest",
+        "sources.ads.options.valueFormat=json",
+    ]
+
+
 def _views_flow(name: str, description: str, *, first: bool) -> FlowDefinition:
     """One of the two flows over the same windows; the first quarantines and records late
     events for both, since they read the same events under the same rule."""

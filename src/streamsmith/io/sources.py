@@ -12,6 +12,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
+from streamsmith.io.kafka.follow import FOLLOW_CHECKPOINT
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
 
@@ -61,6 +62,11 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
     return True
 
 
+def _python_only(option: str) -> bool:
+    key = option.lower()
+    return key.startswith("rangecache") or key == FOLLOW_CHECKPOINT.lower()
+
+
 def read_kafka(
     spark: SparkSession, spec: SourceSpec, *, streaming: bool, schema: StructType | None = None
 ) -> DataFrame:
@@ -81,8 +87,8 @@ def read_kafka(
     fmt = kafka_format(spark, spec)
     if fmt == SOURCE_NAME:
         register_kafka_source(spark)
-    else:  # the JVM connector reads each range itself
-        options = {k: v for k, v in options.items() if not k.lower().startswith("rangecache")}
+    else:  # options streamsmith's runtime sets for its own connector only
+        options = {k: v for k, v in options.items() if not _python_only(k)}
     reader = (spark.readStream if streaming else spark.read).format(fmt)
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))

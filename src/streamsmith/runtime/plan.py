@@ -313,7 +313,7 @@ def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
     Not in always-on runs: there the queries' batches must follow one plan to share
     ranges, which holds every query to the pace of the fastest planner's small batches,
     and a slower query, paying its fixed cost per batch, falls ever further behind
-    (measured with ``benchmarks/ysb_latency.py``: 12 s behind after 40 s instead of 3).
+    (seen with ``benchmarks/ysb_latency.py``).
     """
     readers: dict[str, int] = {}
     always_on: set[str] = set()

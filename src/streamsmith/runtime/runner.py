@@ -11,7 +11,7 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import Trigger
+from streamsmith.io.kafka.follow import FOLLOW_CHECKPOINT
 from streamsmith.io.lake import model_path, read_table, start_table_stream, table_path, write_table
 from streamsmith.io.postgres.dsn import resolve_dsn
 from streamsmith.io.postgres.sink import PostgresTarget, reset_target
@@ -118,7 +119,7 @@ def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, Streami
         for flow in plan.flows:
             frames = flow_frames(spark, flow, plan.root, streaming=True)
             for output in flow.outputs:
-                frame = output_frame(frames, output)
+                frame = query_frame(spark, flow, output, plan.root, frames)
                 query = start_output(spark, frame, output, flow, plan, dsn)
                 started.append((output, query))
     except BaseException:
@@ -126,6 +127,36 @@ def start_queries(spark: SparkSession, plan: Plan) -> list[tuple[Output, Streami
             query.stop()
         raise
     return started
+
+
+def query_frame(
+    spark: SparkSession,
+    flow: FlowPlan,
+    output: Output,
+    root: Path,
+    frames: FlowFrames | None = None,
+) -> DataFrame:
+    """What the streaming query of ``output`` writes: its part of the flow's ``frames``
+    (one read of the source for all of the flow's queries), or of its own read when it
+    must cut the source as the flow's query does."""
+    follower = _follower(flow, output)
+    if follower is not None:
+        frames = flow_frames(spark, follower, root, streaming=True)
+    elif frames is None:
+        frames = flow_frames(spark, flow, root, streaming=True)
+    return output_frame(frames, output)
+
+
+def _follower(flow: FlowPlan, output: Output) -> FlowPlan | None:
+    """The flow as an always-on late-events query over Kafka reads it: cut into the
+    flow query's batches (``streamsmith.io.kafka.follow``), so each batch finds the
+    watermark it was dropped with. Catch-up runs cut alike anyway; files cannot follow."""
+    if output.kind != "late" or output.trigger.terminates or flow.source.is_file_source:
+        return None
+    if flow.streams:  # the flow's offset log then holds several sources
+        return None
+    options = {**flow.source.options, FOLLOW_CHECKPOINT: str(flow.outputs[0].checkpoint)}
+    return replace(flow, source=flow.source.model_copy(update={"options": options}))
 
 
 def _wait(query: StreamingQuery, seconds: float) -> None:

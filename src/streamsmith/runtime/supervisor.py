@@ -39,7 +39,7 @@ from streamsmith.runtime.runner import (
     QueryOutcome,
     RunReport,
     flow_frames,
-    output_frame,
+    query_frame,
     start_output,
     stop_gracefully,
 )
@@ -131,10 +131,13 @@ class Supervisor:
             raise
 
     def _start_flow(self, flow: FlowPlan) -> None:
-        frames = flow_frames(self.spark, self._running_flow(flow), self.plan.root, streaming=True)
+        running = self._running_flow(flow)
+        frames = flow_frames(self.spark, running, self.plan.root, streaming=True)
         for slot in self.slots:
             if slot.flow is flow:
-                self._start(slot, output_frame(frames, slot.output))
+                self._start(
+                    slot, query_frame(self.spark, running, slot.output, self.plan.root, frames)
+                )
 
     def _running_flow(self, flow: FlowPlan) -> FlowPlan:
         """``flow`` with the file limit it currently runs with, when adaptive."""
@@ -158,8 +161,7 @@ class Supervisor:
         )
         try:
             flow = self._running_flow(slot.flow)
-            frames = flow_frames(self.spark, flow, self.plan.root, streaming=True)
-            self._start(slot, output_frame(frames, slot.output))
+            self._start(slot, query_frame(self.spark, flow, slot.output, self.plan.root))
         except Exception as exc:
             log.warning("restarting %s failed", slot.output.query_name, exc_info=True)
             self._failed(slot, f"restart failed: {_message(exc)}")

@@ -46,6 +46,18 @@ def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, i
     return result
 
 
+def json_within(
+    end: Mapping[str, Mapping[str, int]], limit: Mapping[str, Mapping[str, int]]
+) -> bool:
+    """Whether every partition of ``end`` is in ``limit`` at no greater offset (both in
+    Spark's JSON form)."""
+    return all(
+        partition in limit.get(topic, {}) and offset <= limit[topic][partition]
+        for topic, partitions in end.items()
+        for partition, offset in partitions.items()
+    )
+
+
 def from_json_dict(document: Mapping[str, Mapping[str, int]]) -> Offsets:
     """``{"t": {"p": o}}`` -> ``{(t, p): o}``."""
     return {

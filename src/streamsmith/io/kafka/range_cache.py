@@ -38,6 +38,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamsmith.io.kafka.offsets import json_within
+
 log = logging.getLogger(__name__)
 
 RANGE_CACHE = "rangeCache"  # the source options that switch it on
@@ -76,7 +78,7 @@ class RangeCache:
             agreed: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return self._propose(path, own)
-        if _within(agreed, own):
+        if json_within(agreed, own):
             return agreed
         return own
 
@@ -87,7 +89,7 @@ class RangeCache:
             os.link(staging, path)  # atomic, and fails if another query planned first
         except FileExistsError:
             winner: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return winner if _within(winner, own) else own
+            return winner if json_within(winner, own) else own
         finally:
             staging.unlink()
         return own
@@ -146,16 +148,6 @@ class RangeCache:
             if stale and leftover.suffix in (".arrow", ".reads", ".tmp", ".lock", ".plan"):
                 log.info("removing unused cached Kafka range %s", leftover.name)
                 leftover.unlink(missing_ok=True)
-
-
-def _within(end: dict[str, Any], limit: dict[str, Any]) -> bool:
-    """Whether every partition's offset in ``end`` is known and at most ``limit``'s
-    (offsets as Spark's JSON: ``{topic: {partition: offset}}``)."""
-    return all(
-        partition in limit.get(topic, {}) and offset <= limit[topic][partition]
-        for topic, partitions in end.items()
-        for partition, offset in partitions.items()
-    )
 
 
 @contextmanager

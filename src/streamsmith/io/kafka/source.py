@@ -64,6 +64,7 @@ from streamsmith.io.kafka.client import (
     Subscription,
     consumer_config,
 )
+from streamsmith.io.kafka.follow import FOLLOW_CHECKPOINT, as_offsets, followed_end
 from streamsmith.io.kafka.json_values import decode_json_values, unsupported_fields
 from streamsmith.io.kafka.offsets import (
     OffsetRange,
@@ -113,6 +114,9 @@ _ARROW_FIELDS = [
 _ARROW_TYPES = dict(_ARROW_FIELDS)
 
 
+FOLLOW = FOLLOW_CHECKPOINT.lower()
+
+
 class KafkaOptionError(ValueError):
     """A source option that is missing or malformed; the message names the option."""
 
@@ -135,6 +139,7 @@ class KafkaSourceOptions:
     value_schema: str | None = None
     json_type: pa.StructType | None = None
     range_cache: RangeCache | None = None  # streams only: ranges shared by a flow's queries
+    follow_checkpoint: Path | None = None  # streams only: cut batches as that query did
 
     @property
     def servers(self) -> str:
@@ -182,6 +187,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
         value_schema=_value_schema(opts),
         range_cache=_range_cache(opts) if streaming else None,
+        follow_checkpoint=Path(opts[FOLLOW]) if streaming and FOLLOW in opts else None,
     )
 
 
@@ -542,6 +548,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 backlog = sum(end[tp] - floor.get(tp, end[tp]) for tp in end)
                 rows = max(1, self.adaptive.admit(backlog))
             end = cap_by_rows(floor, end, rows)
+        if self.options.follow_checkpoint is not None:
+            return followed_end(
+                self.options.follow_checkpoint, as_offsets(start), to_json_dict(end)
+            )
         if self.options.range_cache is None:
             return to_json_dict(end)
         return self.options.range_cache.agreed_end(to_json_dict(begin), to_json_dict(end))

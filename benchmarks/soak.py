@@ -6,7 +6,9 @@ minutes, which every query has read by then. (Spark's ``cleanSource=delete`` can
 used: the flow's three queries read the same folder, and the first to commit a file
 deletes it under the others.) The app runs as it does in production (table,
 quarantine and late-events queries, 1-second trigger). Every ``--every`` seconds the
-script prints the resident memory of this Python process and of the JVM, the rows in
+script prints the resident memory of this Python process and of the JVM (split into
+the heap Java has committed, how much of it is in use, and everything outside it:
+RocksDB, metaspace, code, thread stacks), RocksDB's pinned block memory, the rows in
 the windowed aggregation's state, how many views were written and how many the table
 query has read (the backlog is the difference: Spark pushes the view filter into the
 JSON scan, so its input count is views, not events), and the table's files; at the end, the
@@ -111,32 +113,41 @@ def watch(
     root: Path,
     args: argparse.Namespace,
     written: list[int],
-) -> list[tuple[float, float, float, int]]:
+) -> list[tuple[float, float, float, int, float]]:
     """Print a sample every ``args.every`` seconds; return (s, python MB, JVM MB, rows)."""
     jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     started = time.monotonic()
     end = started + args.minutes * 60
     samples = []
     read: dict[int, int] = {}  # batch id -> input rows of the table query
-    print(f"{'seconds':>8} {'python MB':>10} {'JVM MB':>8} {'state rows':>11} "
-          f"{'views in':>9} {'read':>9} {'files':>6}")  # fmt: skip
+    runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()  # type: ignore[union-attr]
+    print(f"{'seconds':>8} {'python MB':>10} {'JVM MB':>8} {'heap MB':>8} {'used':>6} "
+          f"{'other':>6} {'RocksDB':>8} {'state rows':>11} {'views in':>9} {'read':>9} "
+          f"{'files':>6}")  # fmt: skip
     while time.monotonic() < end:
         time.sleep(args.every)
         if query.exception() is not None:
             raise SystemExit(f"the query failed: {query.exception()}")
         progress = query.lastProgress or {}
-        rows = sum(int(op.get("numRowsTotal") or 0) for op in progress.get("stateOperators", []))
+        operators = progress.get("stateOperators", [])
+        rows = sum(int(op.get("numRowsTotal") or 0) for op in operators)
+        pinned = sum(
+            int((op.get("customMetrics") or {}).get("rocksdbPinnedBlocksMemoryUsage") or 0)
+            for op in operators
+        )
+        heap, free = runtime.totalMemory() / 2**20, runtime.freeMemory() / 2**20
         read.update({int(p["batchId"]): int(p["numInputRows"]) for p in query.recentProgress})
         windows = len(list((root / "tables" / "campaign_windows").glob("*.parquet")))
         elapsed = time.monotonic() - started
-        sample = (elapsed, rss_mb(os.getpid()), rss_mb(jvm_pid), rows)
+        sample = (elapsed, rss_mb(os.getpid()), rss_mb(jvm_pid), rows, heap)
         samples.append(sample)
-        print(f"{elapsed:>8.0f} {sample[1]:>10.0f} {sample[2]:>8.0f} {rows:>11} "
+        print(f"{elapsed:>8.0f} {sample[1]:>10.0f} {sample[2]:>8.0f} {heap:>8.0f} "
+              f"{heap - free:>6.0f} {sample[2] - heap:>6.0f} {pinned / 2**20:>8.1f} {rows:>11} "
               f"{written[0]:>9} {sum(read.values()):>9} {windows:>6}", flush=True)  # fmt: skip
     return samples
 
 
-def summarise(samples: list[tuple[float, float, float, int]]) -> None:
+def summarise(samples: list[tuple[float, float, float, int, float]]) -> None:
     settled = [s for s in samples if s[0] >= WARM_UP_S]
     if len(settled) < 2:
         print("run longer than the warm-up for a summary")
@@ -144,8 +155,9 @@ def summarise(samples: list[tuple[float, float, float, int]]) -> None:
     first, last = settled[0], settled[-1]
     rows = [s[3] for s in settled]
     print(f"after warm-up ({first[0]:.0f} s -> {last[0]:.0f} s): python {first[1]:.0f} -> "
-          f"{last[1]:.0f} MB, JVM {first[2]:.0f} -> {last[2]:.0f} MB, state rows "
-          f"{min(rows)}..{max(rows)}")  # fmt: skip
+          f"{last[1]:.0f} MB, JVM {first[2]:.0f} -> {last[2]:.0f} MB (heap {first[4]:.0f} -> "
+          f"{last[4]:.0f} MB, outside the heap {first[2] - first[4]:.0f} -> "
+          f"{last[2] - last[4]:.0f} MB), state rows {min(rows)}..{max(rows)}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ class RangeCache:
             yield reader.get_batch(index)
 
     def _count_read(self, path: Path) -> None:
-        """Note one more completed read (the lock is held); the last reader deletes."""
+        """Note one more reader (the lock is held; its mapping is already open); the last
+        one deletes the file."""
         counter = path.with_suffix(".reads")
         done = int(counter.read_text(encoding="utf-8")) + 1 if counter.exists() else 1
         if done >= self.readers:

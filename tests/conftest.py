@@ -3,6 +3,7 @@ server per test run."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import tempfile
@@ -55,29 +56,40 @@ def topic(broker: EmbeddedBroker, request: pytest.FixtureRequest) -> str:
 Produce = Callable[..., None]
 
 
+def produce_records(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    keys: list[bytes] | None = None,
+    partitions: int = 3,
+) -> None:
+    """Write ``values`` round-robin over ``partitions`` and wait until all are acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    failures: list[str] = []
+
+    def on_delivery(error: object, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    for index, value in enumerate(values):
+        key = keys[index] if keys else None
+        producer.produce(
+            topic, value=value, key=key, partition=index % partitions, on_delivery=on_delivery
+        )
+    assert producer.flush(30) == 0, "records still unacknowledged after 30 s"
+    assert not failures, failures
+
+
+@pytest.fixture
+def produce_on() -> Callable[..., None]:
+    """``produce_on(bootstrap, topic, values, ...)``: :func:`produce_records` on any broker."""
+    return produce_records
+
+
 @pytest.fixture
 def produce(broker: EmbeddedBroker) -> Produce:
-    """``produce(topic, values, keys=None, partitions=3)``: write round-robin, wait for acks."""
-
-    def write(
-        topic: str, values: list[bytes], keys: list[bytes] | None = None, partitions: int = 3
-    ) -> None:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
-        failures: list[str] = []
-
-        def on_delivery(error: object, _message: object) -> None:
-            if error is not None:
-                failures.append(str(error))
-
-        for index, value in enumerate(values):
-            key = keys[index] if keys else None
-            producer.produce(
-                topic, value=value, key=key, partition=index % partitions, on_delivery=on_delivery
-            )
-        assert producer.flush(30) == 0, "records still unacknowledged after 30 s"
-        assert not failures, failures
-
-    return write
+    """``produce(topic, values, keys=None, partitions=3)`` on the session's broker."""
+    return functools.partial(produce_records, broker.bootstrap)
 
 
 @pytest.fixture(scope="session")

@@ -852,7 +852,7 @@ def db_status(root: Root = None) -> None:
 
 
 broker_cli = typer.Typer(
-    help="The embedded Kafka-protocol broker (Tansu, in memory) under the storage root.",
+    help="The embedded Kafka-protocol broker (Tansu) under the storage root.",
     no_args_is_help=True,
 )
 cli.add_typer(broker_cli, name="broker")
@@ -861,14 +861,26 @@ cli.add_typer(topic_cli, name="topic")
 
 
 @broker_cli.command("start")
-def broker_start(root: Root = None, port: PortOpt = None) -> None:
+def broker_start(
+    root: Root = None,
+    port: PortOpt = None,
+    storage: Annotated[
+        str,
+        typer.Option(
+            "--storage",
+            help="Tansu storage: memory://tansu/ (topics end with the broker) or "
+            "s3://BUCKET/ (kept across restarts; AWS_ENDPOINT, AWS_ACCESS_KEY_ID, ... "
+            "from the environment).",
+        ),
+    ] = "memory://tansu/",
+) -> None:
     """Start a broker on 127.0.0.1 that keeps running after this command (pid and log
-    under <root>/broker); its topics live in memory and end with it."""
+    under <root>/broker); in memory, its topics end with it."""
     from streamsmith.io.kafka.broker import broker_home, start_broker_daemon
 
     home = broker_home(_storage_root(root))
-    started = start_broker_daemon(home, port)
-    say(f"broker running on 127.0.0.1:{started} (log and pid in {home})")
+    started = start_broker_daemon(home, port, storage)
+    say(f"broker running on 127.0.0.1:{started}, storage {storage} (log and pid in {home})")
 
 
 @broker_cli.command("stop")

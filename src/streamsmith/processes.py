@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 
 def alive(pid: int) -> bool:
@@ -27,3 +28,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def answers(port: int) -> bool:
+    """Whether something accepts TCP connections on ``127.0.0.1:port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def wait_for_port(port: int, timeout_s: float) -> None:
+    """Wait until ``127.0.0.1:port`` accepts connections; TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not answers(port):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing answered on 127.0.0.1:{port} within {timeout_s:.0f}s")
+        time.sleep(0.05)

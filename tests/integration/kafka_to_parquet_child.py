@@ -1,8 +1,8 @@
 """Child process of the Kafka crash test: stream a topic into Parquet until killed.
 
-Run as ``python kafka_to_parquet_child.py BOOTSTRAP TOPIC OUT CHECKPOINT TRIGGER`` with
-TRIGGER ``available-now`` or ``interval=<duration>``; it prints nothing and exits 0 when
-an ``available-now`` run is done.
+Run as ``python kafka_to_parquet_child.py BOOTSTRAP TOPIC OUT CHECKPOINT TRIGGER
+[OPTION=VALUE ...]`` with TRIGGER ``available-now`` or ``interval=<duration>`` and further
+source options; it prints nothing and exits 0 when an ``available-now`` run is done.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.session import build_session
 
 
-def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str) -> None:
+def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str, *options: str) -> None:
     spark = build_session(
         SparkSpec(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}), "kafka-crash"
     )
@@ -25,6 +25,7 @@ def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str) -> 
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "300")
+        .options(**dict(option.split("=", 1) for option in options))
         .load()
         .select("partition", "offset", "value")
     )
@@ -38,4 +39,4 @@ def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str) -> 
 
 
 if __name__ == "__main__":
-    run(*sys.argv[1:6])
+    run(*sys.argv[1:])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import is_table, read_table, replace_static_table, table_path
+from streamsmith.monitor.eventlog import read_events
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
@@ -96,25 +98,55 @@ def test_always_on_from_kafka_records_late_events_with_the_flows_watermark(
     """Always on, the late-events query cuts the topic into the flow query's batches, so
     each of its batches finds the watermark the flow dropped events with (no waiting,
     no fallback)."""
-    on_time = ysb_data(2_000, rate=50, chunks=1, seed=5)  # 40 s of event time
-    late = ysb_data(40, rate=100, chunks=1, seed=6, start=on_time.first_time + timedelta(seconds=5))
     broker.create_topic("ysb-live", partitions=3)
-    replace_static_table(table_path(tmp_path, "ysb_campaigns"), on_time.campaigns, CAMPAIGNS_SCHEMA)
+
+    def send(data: YsbData, _name: str) -> None:
+        produce_all(broker.bootstrap, "ysb-live", data.lines, [None] * len(data.lines))
+
+    check_late_events_always_on(spark, tmp_path, kafka_sets(broker.bootstrap, "ysb-live"), send)
+    assert "never read the same input" not in caplog.text
+
+
+def test_always_on_from_files_records_late_events_with_the_flows_watermark(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Files arriving one by one are cut differently by the flow's and the late-events
+    query's listings; matching by file, each late event still gets the watermark of the
+    flow's batch that read it (no waiting, no fallback)."""
+    inbox = tmp_path / "input/ysb"
+    inbox.mkdir(parents=True)
+
+    def send(data: YsbData, name: str) -> None:
+        for index, file in enumerate(write_ysb(data, tmp_path / f"staged-{name}")):
+            file.replace(inbox / f"{name}-{index}.json")
+            time.sleep(0.7)
+
+    check_late_events_always_on(spark, tmp_path, [], send)
+    assert "using the watermark of earlier batches" not in caplog.text
+
+
+def check_late_events_always_on(
+    spark: SparkSession, root: Path, sets: list[str], send: Callable[[YsbData, str], None]
+) -> None:
+    """Run ysb always on; send 40 s of events, then 40 events too late for their windows;
+    check the late table holds exactly those, each with the flow's watermark."""
+    on_time = ysb_data(2_000, rate=50, chunks=4, seed=5)  # 40 s of event time
+    late = ysb_data(40, rate=100, chunks=1, seed=6, start=on_time.first_time + timedelta(seconds=5))
+    replace_static_table(table_path(root, "ysb_campaigns"), on_time.campaigns, CAMPAIGNS_SCHEMA)
     app = get_app("ysb")
-    sets = kafka_sets(broker.bootstrap, "ysb-live")
-    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+    spec = load_spec(app.default_spec, sets=sets, storage_root=str(root))
     stop = threading.Event()
     pipeline = threading.Thread(
         target=run_pipeline, args=(spark, build_plan(app, spec, Trigger("interval", 1.0)), stop)
     )
     pipeline.start()
     try:
-        produce_all(broker.bootstrap, "ysb-live", on_time.lines, [None] * len(on_time.lines))
-        lake = table_path(tmp_path, "campaign_windows")
+        send(on_time, "on-time")
+        lake = table_path(root, "campaign_windows")
         closed = on_time.closed_views(DELAY)
-        wait_for(lambda: is_table(lake) and lake_views(spark, tmp_path) == closed)
-        produce_all(broker.bootstrap, "ysb-live", late.lines, [None] * len(late.lines))
-        late_table = table_path(tmp_path, "campaign_windows_late")
+        wait_for(lambda: is_table(lake) and lake_views(spark, root) == closed)
+        send(late, "late")
+        late_table = table_path(root, "campaign_windows_late")
         wait_for(lambda: late_table.exists() and read_table(spark, late_table).count() >= 40)
     finally:
         stop.set()
@@ -126,7 +158,6 @@ def test_always_on_from_kafka_records_late_events_with_the_flows_watermark(
     )
     watermark = on_time.last_time - DELAY  # all on-time events were read before
     assert {(r.watermark.replace(tzinfo=UTC), r.windows_dropped) for r in rows} == {(watermark, 1)}
-    assert "never read the same input" not in caplog.text
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
@@ -134,3 +165,35 @@ def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(1)
+
+
+def test_quarantine_query_reads_only_batches_the_flow_found_dirty(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = ysb_data(6_000, rate=200, chunks=3, seed=5, corrupt_fraction=0.0)
+    files = write_ysb(data, tmp_path / "input/ysb")
+    dirty = tmp_path / "input/ysb/ysb-late-arrival.json"
+    dirty.write_bytes(b'{"user_id": "u", "event_type": "vi\nnot json at all\n')
+    newest = max(path.stat().st_mtime for path in files)
+    os.utime(dirty, (newest + 10, newest + 10))  # read last
+    replace_static_table(table_path(tmp_path, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
+    app = get_app("ysb")
+    sets = ["sources.ads.max_files_per_trigger=1"]
+    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+
+    run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
+
+    quarantine = read_table(spark, table_path(tmp_path, "campaign_windows_quarantine"))
+    assert sorted(r.raw for r in quarantine.collect()) == [
+        "not json at all",
+        '{"user_id": "u", "event_type": "vi',
+    ]
+    assert lake_views(spark, tmp_path) == data.closed_views(DELAY)
+    batches = {
+        record["batch_id"]: record
+        for record in read_events(tmp_path, "ysb")
+        if record["event"] == "progress" and record["query"] == "ysb.campaign_windows.quarantine"
+    }
+    # The three clean files were never read by the quarantine query, the dirty one was.
+    assert [batches[b]["input_rows"] for b in sorted(batches)] == [0, 0, 0, 2]
+    assert [batches[b]["quarantined"] for b in sorted(batches)] == [0, 0, 0, 2]

@@ -4,18 +4,22 @@ Streaming writes go through Spark's file sink: each micro-batch's files are list
 the table's ``_spark_metadata`` commit log only once the batch commits, and a batch
 replayed after a crash rewrites the same entry. Readers that go through Spark
 (``spark.read.parquet``, ``streamsmith query``) read that log and so never see files of
-a failed batch; tools that list the folder directly (pyarrow, DuckDB) can.
+a failed batch; tools that list the folder directly (pyarrow, DuckDB) can. Tables a
+``foreachBatch`` writes (late events, the quarantine of file-fed flows) have no commit
+log: each batch's files carry its id and a replay replaces them
+(:func:`replace_batch_files`).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
@@ -70,6 +74,59 @@ def start_table_stream(
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     return writer.start(str(path))
+
+
+def start_foreach_batch(
+    frame: DataFrame,
+    write: Callable[[DataFrame, int], None],
+    *,
+    name: str,
+    checkpoint: Path,
+    trigger: Trigger,
+    output_mode: str = "append",
+) -> StreamingQuery:
+    """Start a named query handing each micro-batch and its id to ``write``."""
+    return (
+        frame.writeStream.queryName(name)
+        .outputMode(output_mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger.spark_kwargs())
+        .foreachBatch(write)
+        .start()
+    )
+
+
+def replace_batch_files(
+    frame: DataFrame, path: Path, batch_id: int, partition_by: Sequence[str] = ()
+) -> int:
+    """Write ``frame`` as micro-batch ``batch_id``'s part of the table at ``path``; returns
+    its rows.
+
+    For tables written from ``foreachBatch``, without Spark's commit log: the files are
+    written to a hidden staging folder and moved in under names starting with the batch
+    id, after the files of an earlier attempt at the same batch are removed, so a replay
+    replaces the batch instead of adding it again. A reader listing the table while a
+    batch moves in can see part of that batch.
+    """
+    staging = path / f"_staging-{batch_id}"
+    shutil.rmtree(staging, ignore_errors=True)
+    counted = Observation(f"rows-{path.name}-{batch_id}")
+    writer = frame.observe(counted, F.count(F.lit(1)).alias("rows")).write.format("parquet")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(str(staging))
+    prefix = f"batch-{batch_id}-"
+    for earlier in list(path.rglob(f"{prefix}*")):
+        if staging not in earlier.parents:
+            earlier.unlink()
+            if earlier.parent != path and not any(earlier.parent.iterdir()):
+                earlier.parent.rmdir()  # no empty partitions left behind
+    for written in staging.rglob("*.parquet"):
+        target = path / written.relative_to(staging).parent / f"{prefix}{written.name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written.replace(target)
+    shutil.rmtree(staging)
+    return int(counted.get.get("rows", 0))
 
 
 def write_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = ()) -> None:

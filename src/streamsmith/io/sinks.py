@@ -14,6 +14,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import ConfValue, Trigger
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.lake import start_foreach_batch
 from streamsmith.io.postgres.sink import PostgresTarget, servable, setup_target, write_batch
 from streamsmith.io.sources import jvm_kafka_available
 
@@ -84,13 +85,13 @@ def start_postgres_stream(
         query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
         write_batch(target, batch, batch_id, query_id or name)
 
-    return (
-        frame.writeStream.queryName(name)
-        .outputMode(target.output_mode)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(**trigger.spark_kwargs())
-        .foreachBatch(write)
-        .start()
+    return start_foreach_batch(
+        frame,
+        write,
+        name=name,
+        checkpoint=checkpoint,
+        trigger=trigger,
+        output_mode=target.output_mode,
     )
 
 

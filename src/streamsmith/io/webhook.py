@@ -30,7 +30,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 
 from streamsmith.config import ConfValue, Trigger, parse_duration
 from streamsmith.errors import UserError
-from streamsmith.io.lake import save_schema
+from streamsmith.io.lake import save_schema, start_foreach_batch
 from streamsmith.monitor.notify import post_json
 
 log = logging.getLogger(__name__)
@@ -133,10 +133,4 @@ def start_webhook_stream(
             str(part)
         )
 
-    return (
-        frame.writeStream.queryName(name)
-        .foreachBatch(post_batch)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(**trigger.spark_kwargs())
-        .start()
-    )
+    return start_foreach_batch(frame, post_batch, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -35,7 +35,7 @@ from streamsmith.monitor.eventlog import EventLog, prune_event_logs
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.metrics import Health, MonitorServer, QueryMetrics
 from streamsmith.monitor.notify import Notifier
-from streamsmith.monitor.progress import LATE_METRIC, progress_record
+from streamsmith.monitor.progress import LATE_METRIC, QUARANTINE_METRIC, progress_record
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +137,9 @@ class Monitor:
             if progress.get("name") not in self.queries:
                 return None
             record = progress_record(progress)
-            if record["late"] is None:
-                record["late"] = observed.take(record["query"], record["batch_id"], LATE_METRIC)
+            for column, metric in (("late", LATE_METRIC), ("quarantined", QUARANTINE_METRIC)):
+                if record[column] is None:
+                    record[column] = observed.take(record["query"], record["batch_id"], metric)
             probe = self.file_sources.get(record["query"])
             if record["lag"] is None and probe is not None:
                 backlog = probe.backlog()

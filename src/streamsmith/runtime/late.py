@@ -26,24 +26,28 @@ event times and may record fewer late events than Spark dropped.)
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampType
 
 from streamsmith.config import Trigger, parse_duration
-from streamsmith.io.lake import save_schema
+from streamsmith.io.lake import replace_batch_files, save_schema, start_foreach_batch
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import LATE_METRIC
 from streamsmith.runtime.app import EventTime
+from streamsmith.runtime.source_logs import (
+    FileSourceLog,
+    normal_path_column,
+    offset_log_entry,
+)
 from streamsmith.transforms.events import too_late
+from streamsmith.transforms.quarantine import SOURCE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -101,53 +105,135 @@ def start_late_stream(
     checkpoint: Path,
     trigger: Trigger,
     flow_checkpoint: Path | None = None,
+    file_source: bool = False,
 ) -> StreamingQuery:
     """Start the companion query writing ``events`` dropped by ``rule`` to ``path``.
 
     With ``flow_checkpoint`` (the flow's own query), the watermark is read from that
-    query's offset log, as described in :func:`flow_late_watermark`.
+    query's offset log, as described in :func:`flow_late_watermark`; for a file source
+    (``file_source``), per file, from the flow's batch that read it
+    (:func:`flow_file_watermarks`).
     """
     save_schema(path, late_schema(events.schema))
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.delay) * 1_000_000)
+    own_files = FileSourceLog(checkpoint) if file_source else None
+    flow_files = FileSourceLog(flow_checkpoint) if file_source and flow_checkpoint else None
+
+    def watermarks(batch_id: int) -> dict[int | None, list[str] | None] | None:
+        """The batch's watermarks, each with its files (None: every event); None when
+        the flow's query did not read the same input."""
+        if flow_checkpoint is None:
+            return None
+        if own_files is not None and flow_files is not None:
+            return flow_file_watermarks(flow_files, own_files, batch_id)
+        found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id)
+        return {watermark: None} if found else None
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        found, watermark = False, None
-        if flow_checkpoint is not None:
-            found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id)
-        if not found:
-            watermark = max_times.watermark_before(batch_id, delay_us)
-        target = path / f"{BATCH_COLUMN}={batch_id}"
+        groups = watermarks(batch_id)
+        found = groups is not None
+        if groups is None:
+            groups = {max_times.watermark_before(batch_id, delay_us): None}
+        known = {mark: files for mark, files in groups.items() if mark is not None}
         # One pass over the batch: the newest event time is observed while the late
         # events are filtered and written (no cache of the whole batch, no second read).
         newest = Observation(f"{name}-newest-{batch_id}")
         watched = batch.observe(newest, F.max(F.unix_micros(F.col(rule.column))).alias("us"))
         dropped = 0
-        if watermark is not None:
+        if known:
+            watermark = _watermark_column(known)
             late = too_late(watched, rule.column, watermark, rule.window, rule.slide).select(
-                "*",
-                F.lit(_timestamp(watermark)).alias("watermark"),
+                "*", F.timestamp_micros(watermark).alias("watermark")
             )
             late = late.withColumn("windows_dropped", F.col("windows_dropped").cast("int"))
-            late.write.mode("overwrite").parquet(str(target))
-            dropped = batch.sparkSession.read.parquet(str(target)).count()
+            late = late.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
+            # Files moved in whole, named after the batch (no empty partition appears
+            # and vanishes under a reader); a replay replaces them, or the partition an
+            # earlier version wrote.
+            shutil.rmtree(path / f"{BATCH_COLUMN}={batch_id}", ignore_errors=True)
+            dropped = replace_batch_files(late, path, batch_id, (BATCH_COLUMN,))
         elif not found:  # the fallback needs this batch's newest time for later ones
             watched.select(rule.column).write.format("noop").mode("overwrite").save()
         # else: no watermark yet, so nothing is late, and the flow's own offset log
         # gives the watermarks of the batches to come: this batch is not read at all.
-        if not dropped and target.exists():
-            shutil.rmtree(target)  # no empty partitions: keep the table listing clean
-        if watermark is not None or not found:
+        if known or not found:
             max_times.record(batch_id, newest.get.get("us"))
         observed.note(name, batch_id, LATE_METRIC, dropped)
 
-    return (
-        events.writeStream.queryName(name)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(**trigger.spark_kwargs())
-        .foreachBatch(write)
-        .start()
-    )
+    return start_foreach_batch(events, write, name=name, checkpoint=checkpoint, trigger=trigger)
+
+
+def _watermark_column(groups: dict[int, list[str] | None]) -> Column:
+    """Per event, the watermark (µs) its input was read with: one for all, or per file."""
+    column: Column | None = None
+    for watermark, files in groups.items():
+        if files is None or len(groups) == 1:
+            return F.lit(watermark)
+        read = normal_path_column(F.col(SOURCE_FILE)).isin(files)
+        column = F.when(read, watermark) if column is None else column.when(read, watermark)
+    assert column is not None
+    return column
+
+
+def flow_file_watermarks(
+    flow: FileSourceLog, own: FileSourceLog, batch_id: int, wait_s: float = 60.0
+) -> dict[int | None, list[str] | None] | None:
+    """The watermarks (µs, None before the first) the flow's query dropped the late
+    events of this batch's files with, each with its files; None when the flow's query
+    has not planned the batches reading them within ``wait_s``.
+
+    Two queries on one folder list it at different times, so their batches can take
+    different files; matching by file, each file gets the watermark of the flow's batch
+    that read it (that is, of the batch before it, as in :func:`flow_late_watermark`).
+    """
+    files = own.batch_files(batch_id)
+    if files is None:
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        groups = _file_watermarks(flow, files)
+        if groups is not None:
+            return groups
+        if time.monotonic() > deadline:
+            log.warning(
+                "late events of batch %s: the flow query %s has not read its %d file(s); "
+                "using the watermark of earlier batches instead",
+                batch_id,
+                flow.checkpoint,
+                len(files),
+            )
+            return None
+        time.sleep(0.2)
+
+
+def _file_watermarks(
+    flow: FileSourceLog, files: list[str]
+) -> dict[int | None, list[str] | None] | None:
+    ids = flow.ids()
+    batches = sorted(int(file.name) for file in (flow.checkpoint / "offsets").glob("[0-9]*"))
+    ends = [(batch, end) for batch in batches if (end := flow.log_offset(batch)) is not None]
+    groups: dict[int | None, list[str]] = {}
+    for file in files:
+        log_id = ids.get(file)
+        # The first batch ending at or after the file's log id read it (no-data batches
+        # after it repeat its end), if the batch before it still says where it ended.
+        reader = None if log_id is None else next((b for b, end in ends if end >= log_id), None)
+        if log_id is None or reader is None:
+            return None
+        before = flow.log_offset(reader - 1) if reader > 0 else -1
+        if before is None or before >= log_id:
+            return None
+        groups.setdefault(_watermark_before(flow.checkpoint, reader), []).append(file)
+    return {mark: members for mark, members in groups.items()}
+
+
+def _watermark_before(checkpoint: Path, batch_id: int) -> int | None:
+    """The watermark (µs, None before the first) Spark drops batch ``batch_id``'s late
+    input with: the one recorded with the batch before it."""
+    entry = offset_log_entry(checkpoint / "offsets" / str(batch_id - 1))
+    watermark_ms = entry[0] if entry is not None else 0
+    return watermark_ms * 1000 if watermark_ms > 0 else None
 
 
 def flow_late_watermark(
@@ -164,7 +250,7 @@ def flow_late_watermark(
     watermark of the batch before it. Waits up to ``wait_s`` for the flow's query to plan
     that batch; not found when the two queries cut the input differently.
     """
-    own = _offset_entry(own_checkpoint / "offsets" / str(batch_id))
+    own = offset_log_entry(own_checkpoint / "offsets" / str(batch_id))
     if own is None:
         return False, None
     deadline = time.monotonic() + wait_s
@@ -172,13 +258,11 @@ def flow_late_watermark(
         entries = {
             int(file.name): entry
             for file in (flow_checkpoint / "offsets").glob("[0-9]*")
-            if (entry := _offset_entry(file)) is not None
+            if (entry := offset_log_entry(file)) is not None
         }
         match = min((i for i, e in entries.items() if e[1] == own[1]), default=None)
         if match is not None:
-            previous = entries.get(match - 1)
-            watermark_ms = previous[0] if previous else 0
-            return True, (watermark_ms * 1000 if watermark_ms > 0 else None)
+            return True, _watermark_before(flow_checkpoint, match)
         if time.monotonic() > deadline:
             log.warning(
                 "late events of batch %s: the flow query %s never read the same input; "
@@ -188,22 +272,6 @@ def flow_late_watermark(
             )
             return False, None
         time.sleep(0.2)
-
-
-def _offset_entry(file: Path) -> tuple[int, tuple[str, ...]] | None:
-    """(batch watermark ms, source offsets) of one offset-log file, None while unwritten."""
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return None
-    if len(lines) < 3:  # version, metadata, then one line per source
-        return None
-    metadata = json.loads(lines[1])
-    return int(metadata.get("batchWatermarkMs", 0)), tuple(lines[2:])
-
-
-def _timestamp(micros: int) -> datetime:
-    return datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
 
 
 def describe_rule(rule: EventTime) -> str:

@@ -30,9 +30,15 @@ from streamsmith.io.sources import read_source
 from streamsmith.io.webhook import WebhookTarget, start_webhook_stream
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
+from streamsmith.runtime.clean_input import (
+    FlowReads,
+    can_skip_clean_input,
+    observe_rejects,
+    start_quarantine_stream,
+)
 from streamsmith.runtime.late import start_late_stream
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
-from streamsmith.transforms.quarantine import REJECT_REASON, accepted, quarantined
+from streamsmith.transforms.quarantine import REJECT_REASON, SOURCE_FILE, accepted, quarantined
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +100,9 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     if definition.prepare is None:
         return FlowFrames(definition.transform(source, **inputs), None)
     tagged = definition.prepare(source)
-    return FlowFrames(definition.transform(_accepted(tagged), **inputs), tagged)
+    # The main query counts its rejects, so the quarantine query can skip clean input.
+    counted = observe_rejects(tagged) if streaming else tagged
+    return FlowFrames(definition.transform(_accepted(counted), **inputs), tagged)
 
 
 def _accepted(tagged: DataFrame) -> DataFrame:
@@ -185,8 +193,6 @@ def start_output(
     """Start the streaming query of one output of ``flow``, writing ``frame``; record
     the fingerprint ``check-upgrade`` compares the next version of the code with."""
     print_ = fingerprint(frame, output, flow)
-    if output.kind == "quarantine":
-        frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
     query = _start_query(spark, frame, output, flow, plan, dsn)
     record_fingerprint(output.checkpoint, print_)
     return query
@@ -219,6 +225,8 @@ def _start_query(
         assert output.url is not None
         target = WebhookTarget.from_options(output.url, dict(output.options))
         return start_webhook_stream(frame, target=target, undelivered=output.path, **common)
+    if output.kind == "quarantine":
+        return _start_quarantine(spark, frame, output, flow, common)
     if output.kind == "late":
         assert flow.definition.event_time is not None
         return start_late_stream(
@@ -226,6 +234,9 @@ def _start_query(
             flow.definition.event_time,
             path=output.path,
             flow_checkpoint=flow.outputs[0].checkpoint,
+            file_source=flow.source.is_file_source
+            and not flow.streams
+            and SOURCE_FILE in frame.columns,
             **common,
         )
     return start_table_stream(
@@ -235,6 +246,25 @@ def _start_query(
         output_mode=output.output_mode,
         **common,
     )
+
+
+def _start_quarantine(
+    spark: SparkSession, frame: DataFrame, output: Output, flow: FlowPlan, common: _QueryArgs
+) -> StreamingQuery:
+    """The quarantine query: skipping what the flow's main query found clean where it
+    can tell (``streamsmith.runtime.clean_input``), else Spark's file sink."""
+    assert output.path is not None
+    main = flow.outputs[0]
+    skips = flow.definition.prepare is not None and can_skip_clean_input(
+        output.path, file_source=flow.source.is_file_source, single_input=not flow.streams
+    )
+    if skips:
+        reads = FlowReads(spark, main.query_name, main.checkpoint)
+        return start_quarantine_stream(
+            frame, path=output.path, partition_by=output.partition_by, flow=reads, **common
+        )
+    frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
+    return start_table_stream(frame, path=output.path, partition_by=output.partition_by, **common)
 
 
 def postgres_target(plan: Plan, output: Output, dsn: str) -> PostgresTarget:

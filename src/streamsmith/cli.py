@@ -880,7 +880,7 @@ def broker_start(
 
     home = broker_home(_storage_root(root))
     started = start_broker_daemon(home, port, storage)
-    say(f"broker running on 127.0.0.1:{started}, storage {storage} (log and pid in {home})")
+    say(f"broker running on 127.0.0.1:{started} (storage {storage}; log and pid in {home})")
 
 
 @broker_cli.command("stop")

@@ -27,7 +27,7 @@ from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 from streamsmith.testing import check_prefix_integrity
 
-SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "10"))
+SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "5"))
 
 
 @pytest.fixture

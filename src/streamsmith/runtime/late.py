@@ -114,7 +114,9 @@ def start_late_stream(
     (``file_source``), per file, from the flow's batch that read it
     (:func:`flow_file_watermarks`).
     """
-    save_schema(path, late_schema(events.schema))
+    if SOURCE_FILE in events.columns and not file_source:
+        events = events.drop(SOURCE_FILE)
+    save_schema(path, late_schema(events.drop(SOURCE_FILE).schema))
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.delay) * 1_000_000)
     own_files = FileSourceLog(checkpoint) if file_source else None
@@ -147,7 +149,7 @@ def start_late_stream(
                 "*", F.timestamp_micros(watermark).alias("watermark")
             )
             late = late.withColumn("windows_dropped", F.col("windows_dropped").cast("int"))
-            late = late.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
+            late = late.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long")).drop(SOURCE_FILE)
             # Files moved in whole, named after the batch (no empty partition appears
             # and vanishes under a reader); a replay replaces them, or the partition an
             # earlier version wrote.

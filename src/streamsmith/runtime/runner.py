@@ -114,8 +114,8 @@ def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
     tagged = frames.tagged if frames.tagged is not None else frames.output
     if output.kind == "quarantine":
         return quarantined(tagged)
-    if output.kind == "late":
-        return _accepted(tagged)
+    if output.kind == "late":  # the source file lines late events up with the flow's batches
+        return accepted(tagged, keep=(SOURCE_FILE,)) if REJECT_REASON in tagged.columns else tagged
     return _accepted(frames.output)
 
 

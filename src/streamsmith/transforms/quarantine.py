@@ -8,6 +8,8 @@ is null for accepted rows. :func:`accepted` and :func:`quarantined` split it, so
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, StructField, StructType, TimestampType
@@ -50,9 +52,9 @@ def first_failure(*checks: tuple[Column, Column | str]) -> Column:
     return F.coalesce(*reasons)
 
 
-def accepted(tagged: DataFrame) -> DataFrame:
-    """Rows that passed every check, without the tag columns."""
-    present = [name for name in TAG_COLUMNS if name in tagged.columns]
+def accepted(tagged: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
+    """Rows that passed every check, without the tag columns (but those in ``keep``)."""
+    present = [name for name in TAG_COLUMNS if name in tagged.columns and name not in keep]
     return tagged.where(F.col(REJECT_REASON).isNull()).drop(*present)
 
 

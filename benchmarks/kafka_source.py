@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import timed
+from _common import timed_rounds
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamsmith.config import SparkSpec
@@ -179,12 +179,12 @@ def main() -> None:
                     spark.read.schema(SCHEMA).json(str(files)).where(ysb)
                 ),
             }
-            results = {name: timed(args.runs, action) for name, action in cases.items()}
+            results = timed_rounds(args.runs, cases)
             cold = cold_run(broker.bootstrap) if args.cold else None
             spark.stop()
 
     print(f"{args.events} events, {PARTITIONS} partitions, embedded broker, local[*]")
-    print(f"{'path (warm: median, first discarded)':<34}{'seconds':>9}{'events/s':>12}")
+    print(f"{'path (warm: median, 1st round dropped)':<34}{'seconds':>9}{'events/s':>12}")
     rates = {}
     for name, timings in results.items():
         warm = statistics.median(timings[1:] if len(timings) > 1 else timings)

@@ -4,8 +4,9 @@ One generated data set (``--events`` ad events, about 250 bytes of JSON each; wi
 ``--corrupt``, that fraction of extra broken lines) is written as JSON-lines files and
 produced to a 3-partition topic of an embedded broker. Each path runs the whole YSB
 query (views only, ad -> campaign join, 10-second windows with a 10-second watermark,
-append to Parquet) as one ``availableNow`` run, ``--runs`` times in one JVM; the first
-run is discarded and the median of the rest is reported (warm: an always-on stream lives
+append to Parquet) as one ``availableNow`` run, ``--runs`` rounds in one JVM, each round
+running every path once (so JIT warm-up favours none); the first round is dropped and
+the median of the rest is reported (warm: an always-on stream lives
 warm). Printed, in events/s:
 
 - streamsmith's app from the files, and from Kafka with the JSON decoded at the source
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import timed
+from _common import timed_rounds
 from confluent_kafka import Consumer, TopicPartition
 from pyarrow import json as pa_json
 from pyspark.sql import DataFrame, SparkSession
@@ -89,7 +90,7 @@ def main() -> None:
             cases = paths(spark, root, broker)
             if data.corrupt:
                 del cases["pyarrow JSON reader (limit)"]
-            timings = {name: timed(args.runs, action) for name, action in cases.items()}
+            timings = timed_rounds(args.runs, cases)
             cold = cold_run(root) if args.cold else None
             spark.stop()
             if args.peers:
@@ -244,7 +245,7 @@ def cold_run(root: Path) -> float:
 
 
 def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> None:
-    print(f"{'path (warm: median, first run discarded)':<42}{'seconds':>9}{'events/s':>12}")
+    print(f"{'path (warm: median, first round dropped)':<42}{'seconds':>9}{'events/s':>12}")
     rates = {}
     for name, runs in timings.items():
         warm = statistics.median(runs[1:] if len(runs) > 1 else runs)

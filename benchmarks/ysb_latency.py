@@ -179,22 +179,26 @@ def _produce(
 
 
 def _print_batches(spark: SparkSession) -> None:
-    """Each query's recent batches: how long they took and where (Spark's progress)."""
-    print(f"{'query (recent batches)':<34}{'batches':>8}{'rows/batch':>11}{'median ms':>10}"
-          f"{'max ms':>8}  median ms by phase")  # fmt: skip
+    """Each query's recent batches: how many read anything, the rows they read, how long
+    they took and where (Spark's progress). Side queries (quarantine, late events) skip
+    the batches their flow found clean or on time, reading nothing."""
+    print(f"{'query (recent batches)':<34}{'batches':>8}{'read':>6}{'rows/read':>10}"
+          f"{'median ms':>10}{'max ms':>8}  median ms by phase")  # fmt: skip
     for query in spark.streams.active:
-        progress = [p for p in query.recentProgress if p.numInputRows]
+        progress = [p for p in query.recentProgress if p.batchDuration]
         if not progress:
             continue
+        reading = [p.numInputRows for p in progress if p.numInputRows]
+        rows = statistics.median(reading) if reading else 0
         took = sorted(p.batchDuration for p in progress)
-        rows = statistics.median(p.numInputRows for p in progress)
         phases = {
             phase: statistics.median(p.durationMs.get(phase, 0) for p in progress)
             for phase in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
         }
         print(
-            f"{query.name:<34}{len(progress):>8}{rows:>11,.0f}{statistics.median(took):>10,.0f}"
-            f"{took[-1]:>8,}  " + ", ".join(f"{k} {v:,.0f}" for k, v in phases.items())
+            f"{query.name:<34}{len(progress):>8}{len(reading):>6}{rows:>10,.0f}"
+            f"{statistics.median(took):>10,.0f}{took[-1]:>8,}  "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in phases.items())
         )
 
 

@@ -29,6 +29,7 @@ from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
 
 DELAY = timedelta(seconds=10)
+Produce = Callable[..., None]
 
 
 def generated(events: int = 30_000, rate: float = 500) -> YsbData:
@@ -158,6 +159,19 @@ def check_late_events_always_on(
     )
     watermark = on_time.last_time - DELAY  # all on-time events were read before
     assert {(r.watermark.replace(tzinfo=UTC), r.windows_dropped) for r in rows} == {(watermark, 1)}
+    # The late-events query read only the late events: the batches of on-time events,
+    # whose oldest event the flow saw in time, were skipped without reading them.
+    assert read_rows(root, "ysb.campaign_windows.late") == [len(late.lines)]
+
+
+def read_rows(root: Path, query: str) -> list[int]:
+    """The rows each batch of ``query`` that read anything read, in batch order."""
+    batches = {
+        record["batch_id"]: record["input_rows"]
+        for record in read_events(root, "ysb")
+        if record["event"] == "progress" and record["query"] == query
+    }
+    return [rows for _, rows in sorted(batches.items()) if rows]
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
@@ -197,3 +211,28 @@ def test_quarantine_query_reads_only_batches_the_flow_found_dirty(
     # The three clean files were never read by the quarantine query, the dirty one was.
     assert [batches[b]["input_rows"] for b in sorted(batches)] == [0, 0, 0, 2]
     assert [batches[b]["quarantined"] for b in sorted(batches)] == [0, 0, 0, 2]
+
+
+def test_kafka_quarantine_query_reads_only_batches_the_flow_found_dirty(
+    spark: SparkSession, tmp_path: Path, broker: EmbeddedBroker, produce: Produce
+) -> None:
+    data = ysb_data(6_000, rate=200, chunks=1, seed=5)
+    broken = [b'{"user_id": "u", "event_type": "vi', b"not json at all"]
+    broker.create_topic("ysb-dirty-end", partitions=3)
+    produce("ysb-dirty-end", [*data.lines, *broken])  # round-robin: 2,001 + 2,001 + 2,000
+    replace_static_table(table_path(tmp_path, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
+    app = get_app("ysb")
+    sets = [
+        *kafka_sets(broker.bootstrap, "ysb-dirty-end"),
+        "sources.ads.options.maxOffsetsPerTrigger=1500",
+    ]
+    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+
+    run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
+
+    quarantine = read_table(spark, table_path(tmp_path, "campaign_windows_quarantine"))
+    assert sorted(r.raw for r in quarantine.collect()) == sorted(b.decode() for b in broken)
+    assert lake_views(spark, tmp_path) == data.closed_views(DELAY)
+    # Batches of 1,500 records: only those holding a broken record were read again.
+    read = read_rows(tmp_path, "ysb.campaign_windows.quarantine")
+    assert 2 <= sum(read) <= 2 * 1_500, read

@@ -237,12 +237,44 @@ def test_queries_reading_one_kafka_source_share_its_ranges() -> None:
     assert not any(
         key.startswith("rangeCache") for key in build_plan(app, both).flows[0].source.options
     )
-    # The lake flow has 3 queries (table, quarantine, late), the PostgreSQL flow 1.
+    # The lake flow's table and the PostgreSQL flow read every range; the lake flow's
+    # quarantine and late-events queries may skip theirs, so they read uncounted.
     assert [(f.source.options["rangeCache"], f.source.options["rangeCacheReaders"])
-            for f in plan.flows] == [("ysb.ads", 4), ("ysb.ads", 4)]  # fmt: skip
+            for f in plan.flows] == [("ysb.ads", 2), ("ysb.ads", 2)]  # fmt: skip
+    alone = load_spec(app.default_spec, sets=kafka)
+    assert not any(
+        key.startswith("rangeCache")
+        for key in build_plan(app, alone, Trigger("available-now")).flows[0].source.options
+    )  # one counted reader: nothing to share
 
     own = load_spec(app.default_spec, sets=[*kafka, "sources.ads.options.rangeCache=off"])
     own_plan = build_plan(app, own, Trigger("available-now"))
     assert own_plan.flows[0].source.options["rangeCache"] is False  # YAML: off
     files = build_plan(app, load_spec(app.default_spec), Trigger("available-now"))
     assert not any(key.startswith("rangeCache") for key in files.flows[0].source.options)
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected"),
+    [
+        # The lake flow keeps the quarantine and late events of both flows ...
+        (
+            ["flows.campaign_windows_pg.enabled=true"],
+            ["ysb.campaign_windows.quarantine", "ysb.campaign_windows.late"],
+        ),
+        # ... and when it is switched off, the PostgreSQL flow takes them over.
+        (
+            ["flows.campaign_windows.enabled=false", "flows.campaign_windows_pg.enabled=true"],
+            ["ysb.campaign_windows_pg.quarantine", "ysb.campaign_windows_pg.late"],
+        ),
+    ],
+)
+def test_a_disabled_flows_quarantine_moves_to_a_sibling(
+    tmp_path: Path, sets: list[str], expected: list[str]
+) -> None:
+    app = get_app("ysb")
+    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+    plan = build_plan(app, spec, Trigger("available-now"))
+    companions = [o for o in plan.outputs if o.kind in ("quarantine", "late")]
+    assert [o.query_name for o in companions] == expected
+    assert [o.table for o in companions] == ["campaign_windows_quarantine", "campaign_windows_late"]

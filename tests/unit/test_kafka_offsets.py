@@ -13,6 +13,7 @@ from streamsmith.io.kafka.offsets import (
     parse_offset_spec,
     resolve,
     split_ranges,
+    spread_ranges,
     to_json_dict,
 )
 from streamsmith.io.kafka.source import KafkaOptionError, parse_options
@@ -130,3 +131,18 @@ def test_file_limits_switch_only_on_a_clear_change() -> None:
     assert limits.choose(2, 10) == 2  # caught up: back to the floor
     assert limits.choose(9, 2) == 2  # a burst that fits the cap: no restart for it
     assert limits.choose(11, 2) == 10
+
+
+def test_min_partitions_spreads_ranges_in_proportion_to_their_size() -> None:
+    ranges = [OffsetRange("t", 0, 0, 600), OffsetRange("t", 1, 100, 400), OffsetRange("t", 2, 0, 3)]
+
+    spread = spread_ranges(ranges, 8)
+
+    # 903 records, about 113 per task: 5 pieces of partition 0, 3 of 1, 1 of 2.
+    assert [(r.partition, r.start, r.end) for r in spread] == [
+        (0, 0, 120), (0, 120, 240), (0, 240, 360), (0, 360, 480), (0, 480, 600),
+        (1, 100, 200), (1, 200, 300), (1, 300, 400),
+        (2, 0, 3),
+    ]  # fmt: skip
+    assert spread_ranges(ranges, 3) == ranges  # already enough tasks
+    assert spread_ranges(ranges, None) == ranges

@@ -102,3 +102,18 @@ def test_the_group_follows_the_first_planner_within_each_querys_own_limit(tmp_pa
     assert RangeCache(group="other", readers=2, folder=tmp_path).agreed_end(
         start, {"ads": {"0": 90, "1": 80}}
     ) == {"ads": {"0": 90, "1": 80}}
+
+
+def test_uncounted_readers_take_the_file_if_there_and_never_keep_one(tmp_path: Path) -> None:
+    counted = RangeCache(group="ysb.flow", readers=2, folder=tmp_path)
+    side = RangeCache(group="ysb.flow", readers=2, folder=tmp_path, counted=False)
+    log: list[str] = []
+
+    assert offsets(side.read(KEY, lambda: batches(log))) == list(range(6))  # before anyone
+    assert log == ["consumed"] and not list(tmp_path.glob("*.arrow"))  # no file written
+    assert offsets(counted.read(KEY, lambda: batches(log))) == list(range(6))
+    assert offsets(side.read(KEY, lambda: batches(log))) == list(range(6))  # from the file
+    assert log == ["consumed", "consumed"]
+    assert len(list(tmp_path.glob("*.arrow"))) == 1  # the side read did not count
+    assert offsets(counted.read(KEY, lambda: batches(log))) == list(range(6))
+    assert not list(tmp_path.glob("*.arrow"))

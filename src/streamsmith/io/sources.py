@@ -12,7 +12,6 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
-from streamsmith.io.kafka.follow import FOLLOW_CHECKPOINT
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
 
@@ -64,7 +63,7 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
 
 def _python_only(option: str) -> bool:
     key = option.lower()
-    return key.startswith("rangecache") or key == FOLLOW_CHECKPOINT.lower()
+    return key.startswith("rangecache")
 
 
 def read_kafka(

@@ -9,19 +9,24 @@ were dropped, the watermark that dropped them, and the micro-batch (``batch_id``
 The rule: an event is dropped from each window that ends at or before the watermark
 (or, without windows, when its own time is at or before it). Which watermark: since
 Spark 3.4, the one of the flow query's *previous* micro-batch, so whether Spark ran a
-no-data batch in between matters. The companion therefore reads it from the flow
-query's offset log, matching its own batch to the flow's batch that read up to the same
-source offsets. The decision is kept with the batch (``batch_id=N`` is overwritten on
-replay): exactly once.
+no-data batch in between matters. The companion therefore finds, for each event, the
+flow query's batch that read it (by file, or by Kafka partition and offset:
+``streamsmith.runtime.flow_batches``) and takes the watermark logged with the batch
+before that one. The two queries need not cut the input alike. The decision is kept
+with the batch (``batch_id=N`` is overwritten on replay): exactly once.
 
-The companion draws its micro-batches from the same source with the same trigger and
-read limits as the flow's query, so the two cut the input the same way: always for
-``available-now`` and ``once`` runs over a fixed backlog, and in practice under
-``maxFilesPerTrigger`` or ``maxOffsetsPerTrigger``. When they do not (or the flow's
-query stopped), it falls back to the watermark of its own earlier batches and logs a
-warning; Spark's own count stays in the progress events as the reference. (A batch
-before the flow's first watermark is not read at all, so the fallback does not know its
-event times and may record fewer late events than Spark dropped.)
+Most batches hold no late event. The flow's query observes the oldest accepted event
+time of each of its batches; when it was on time for that batch's watermark, so were
+all the others, and the companion does not read its batch at all. (It reads whenever it
+cannot tell: the flow's query runs in another process, or ran those batches before a
+restart.)
+
+For a flow reading several sources, batches are matched whole: the flow's batch that
+read up to the same offsets. When none does (or the flow's logs are gone), the
+companion falls back to the watermark of its own earlier batches and logs a warning;
+Spark's own count stays in the progress events as the reference. (A batch before the
+flow's first watermark is not read at all, so the fallback does not know its event
+times and may record fewer late events than Spark dropped.)
 """
 
 from __future__ import annotations
@@ -41,13 +46,16 @@ from streamsmith.io.lake import replace_batch_files, save_schema, start_foreach_
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import LATE_METRIC
 from streamsmith.runtime.app import EventTime
-from streamsmith.runtime.source_logs import (
-    FileSourceLog,
-    normal_path_column,
-    offset_log_entry,
+from streamsmith.runtime.flow_batches import (
+    FlowCover,
+    FlowFacts,
+    Part,
+    SourceKind,
+    watermark_before,
 )
-from streamsmith.transforms.events import too_late
-from streamsmith.transforms.quarantine import SOURCE_FILE
+from streamsmith.runtime.source_logs import offset_log_entry
+from streamsmith.transforms.events import may_be_late, too_late
+from streamsmith.transforms.quarantine import POSITION, SOURCE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -105,30 +113,44 @@ def start_late_stream(
     checkpoint: Path,
     trigger: Trigger,
     flow_checkpoint: Path | None = None,
-    file_source: bool = False,
+    source: SourceKind | None = None,
+    facts: FlowFacts | None = None,
 ) -> StreamingQuery:
     """Start the companion query writing ``events`` dropped by ``rule`` to ``path``.
 
-    With ``flow_checkpoint`` (the flow's own query), the watermark is read from that
-    query's offset log, as described in :func:`flow_late_watermark`; for a file source
-    (``file_source``), per file, from the flow's batch that read it
-    (:func:`flow_file_watermarks`).
+    With ``flow_checkpoint`` (the flow's own query) and the kind of its one ``source``,
+    each event gets the watermark of the flow's batch that read it
+    (``streamsmith.runtime.flow_batches``); with several sources, the batch's watermark
+    comes from the flow's batch that read up to the same offsets
+    (:func:`flow_late_watermark`). With ``facts`` (the flow's observed metrics), a batch
+    whose events were all on time in the flow's batches is not read at all.
     """
-    if SOURCE_FILE in events.columns and not file_source:
-        events = events.drop(SOURCE_FILE)
-    save_schema(path, late_schema(events.drop(SOURCE_FILE).schema))
+    if source is None:
+        events = events.drop(SOURCE_FILE, POSITION)
+    save_schema(path, late_schema(events.drop(SOURCE_FILE, POSITION).schema))
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.delay) * 1_000_000)
-    own_files = FileSourceLog(checkpoint) if file_source else None
-    flow_files = FileSourceLog(flow_checkpoint) if file_source and flow_checkpoint else None
+    cover = (
+        FlowCover(source, flow_checkpoint, checkpoint)
+        if source is not None and flow_checkpoint is not None
+        else None
+    )
 
-    def watermarks(batch_id: int) -> dict[int | None, list[str] | None] | None:
-        """The batch's watermarks, each with its files (None: every event); None when
-        the flow's query did not read the same input."""
+    def watermarks(batch_id: int) -> dict[int | None, list[Part] | None] | None:
+        """The batch's watermarks, each with the parts of its input it applies to (None:
+        all of it); None when the flow's query did not read the same input."""
         if flow_checkpoint is None:
             return None
-        if own_files is not None and flow_files is not None:
-            return flow_file_watermarks(flow_files, own_files, batch_id)
+        if cover is not None:
+            parts = cover.parts(batch_id)
+            if parts is None:
+                return None
+            groups: dict[int | None, list[Part] | None] = {}
+            for part in parts:
+                members = groups.setdefault(cover.watermark_before(part.batch), [])
+                assert members is not None
+                members.append(part)
+            return groups
         found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id)
         return {watermark: None} if found else None
 
@@ -137,7 +159,9 @@ def start_late_stream(
         found = groups is not None
         if groups is None:
             groups = {max_times.watermark_before(batch_id, delay_us): None}
-        known = {mark: files for mark, files in groups.items() if mark is not None}
+        known = {mark: parts for mark, parts in groups.items() if mark is not None}
+        if known and found and facts is not None and _all_on_time(known, facts, rule):
+            known = {}  # the flow saw every event of these batches in time: nothing to read
         # One pass over the batch: the newest event time is observed while the late
         # events are filtered and written (no cache of the whole batch, no second read).
         newest = Observation(f"{name}-newest-{batch_id}")
@@ -149,7 +173,8 @@ def start_late_stream(
                 "*", F.timestamp_micros(watermark).alias("watermark")
             )
             late = late.withColumn("windows_dropped", F.col("windows_dropped").cast("int"))
-            late = late.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long")).drop(SOURCE_FILE)
+            late = late.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
+            late = late.drop(SOURCE_FILE, POSITION)
             # Files moved in whole, named after the batch (no empty partition appears
             # and vanishes under a reader); a replay replaces them, or the partition an
             # earlier version wrote.
@@ -157,8 +182,9 @@ def start_late_stream(
             dropped = replace_batch_files(late, path, batch_id, (BATCH_COLUMN,))
         elif not found:  # the fallback needs this batch's newest time for later ones
             watched.select(rule.column).write.format("noop").mode("overwrite").save()
-        # else: no watermark yet, so nothing is late, and the flow's own offset log
-        # gives the watermarks of the batches to come: this batch is not read at all.
+        # else: nothing can be late (no watermark yet, or the flow saw only on-time
+        # events), and the flow's own logs give the watermarks of the batches to come:
+        # this batch is not read at all.
         if known or not found:
             max_times.record(batch_id, newest.get.get("us"))
         observed.note(name, batch_id, LATE_METRIC, dropped)
@@ -166,83 +192,43 @@ def start_late_stream(
     return start_foreach_batch(events, write, name=name, checkpoint=checkpoint, trigger=trigger)
 
 
-def _watermark_column(groups: dict[int, list[str] | None]) -> Column:
-    """Per event, the watermark (µs) its input was read with: one for all, or per file."""
+def _all_on_time(groups: dict[int, list[Part] | None], facts: FlowFacts, rule: EventTime) -> bool:
+    """Whether the flow's batches that read this input saw no event late for their
+    watermark: its oldest accepted event was on time (known only for parts)."""
+    parts = [(mark, part) for mark, members in groups.items() for part in members or []]
+    if len(parts) != sum(len(members or [None]) for members in groups.values()):
+        return False  # a watermark for the whole batch: no parts to look up
+    seen = facts.of(sorted({part.batch for _, part in parts}))
+    if seen is None:
+        return False
+    for mark, part in parts:
+        oldest = seen[part.batch].oldest_us
+        if oldest is not None and may_be_late(oldest, mark, rule.window, rule.slide):
+            return False
+    return True
+
+
+def _watermark_column(groups: dict[int, list[Part] | None]) -> Column:
+    """Per event, the watermark (µs) its input was read with: one for all, or per part."""
+    if len(groups) == 1:
+        return F.lit(next(iter(groups)))
     column: Column | None = None
-    for watermark, files in groups.items():
-        if files is None or len(groups) == 1:
-            return F.lit(watermark)
-        read = normal_path_column(F.col(SOURCE_FILE)).isin(files)
+    for watermark, parts in groups.items():
+        assert parts is not None, "several watermarks come with their parts"
+        read = F.lit(False)
+        for part in parts:
+            read = read | part.rows()
         column = F.when(read, watermark) if column is None else column.when(read, watermark)
     assert column is not None
     return column
-
-
-def flow_file_watermarks(
-    flow: FileSourceLog, own: FileSourceLog, batch_id: int, wait_s: float = 60.0
-) -> dict[int | None, list[str] | None] | None:
-    """The watermarks (µs, None before the first) the flow's query dropped the late
-    events of this batch's files with, each with its files; None when the flow's query
-    has not planned the batches reading them within ``wait_s``.
-
-    Two queries on one folder list it at different times, so their batches can take
-    different files; matching by file, each file gets the watermark of the flow's batch
-    that read it (that is, of the batch before it, as in :func:`flow_late_watermark`).
-    """
-    files = own.batch_files(batch_id)
-    if files is None:
-        return None
-    deadline = time.monotonic() + wait_s
-    while True:
-        groups = _file_watermarks(flow, files)
-        if groups is not None:
-            return groups
-        if time.monotonic() > deadline:
-            log.warning(
-                "late events of batch %s: the flow query %s has not read its %d file(s); "
-                "using the watermark of earlier batches instead",
-                batch_id,
-                flow.checkpoint,
-                len(files),
-            )
-            return None
-        time.sleep(0.2)
-
-
-def _file_watermarks(
-    flow: FileSourceLog, files: list[str]
-) -> dict[int | None, list[str] | None] | None:
-    ids = flow.ids()
-    batches = sorted(int(file.name) for file in (flow.checkpoint / "offsets").glob("[0-9]*"))
-    ends = [(batch, end) for batch in batches if (end := flow.log_offset(batch)) is not None]
-    groups: dict[int | None, list[str]] = {}
-    for file in files:
-        log_id = ids.get(file)
-        # The first batch ending at or after the file's log id read it (no-data batches
-        # after it repeat its end), if the batch before it still says where it ended.
-        reader = None if log_id is None else next((b for b, end in ends if end >= log_id), None)
-        if log_id is None or reader is None:
-            return None
-        before = flow.log_offset(reader - 1) if reader > 0 else -1
-        if before is None or before >= log_id:
-            return None
-        groups.setdefault(_watermark_before(flow.checkpoint, reader), []).append(file)
-    return {mark: members for mark, members in groups.items()}
-
-
-def _watermark_before(checkpoint: Path, batch_id: int) -> int | None:
-    """The watermark (µs, None before the first) Spark drops batch ``batch_id``'s late
-    input with: the one recorded with the batch before it."""
-    entry = offset_log_entry(checkpoint / "offsets" / str(batch_id - 1))
-    watermark_ms = entry[0] if entry is not None else 0
-    return watermark_ms * 1000 if watermark_ms > 0 else None
 
 
 def flow_late_watermark(
     flow_checkpoint: Path, own_checkpoint: Path, batch_id: int, wait_s: float = 60.0
 ) -> tuple[bool, int | None]:
     """Whether the flow's query read this batch's input, and the watermark (µs, None
-    before the first) it drops that input's late events with.
+    before the first) it drops that input's late events with; for flows reading several
+    sources, whose batches can only be matched whole.
 
     Since Spark 3.4 a stateful operator drops late input with the watermark of the
     *previous* micro-batch (data or no-data batch), so the same events can be dropped or
@@ -264,7 +250,7 @@ def flow_late_watermark(
         }
         match = min((i for i, e in entries.items() if e[1] == own[1]), default=None)
         if match is not None:
-            return True, _watermark_before(flow_checkpoint, match)
+            return True, watermark_before(flow_checkpoint, match)
         if time.monotonic() > deadline:
             log.warning(
                 "late events of batch %s: the flow query %s never read the same input; "

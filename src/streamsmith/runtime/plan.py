@@ -127,12 +127,13 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     flows = []
     warnings: list[str] = []
     for definition in app.flows:
-        flow = spec.flows.get(definition.name)
-        if flow is None:
+        if definition.name not in spec.flows:
             raise UserError(
                 f"app {app.name!r} flow {definition.name!r} has no entry under 'flows' in "
                 "the spec; add one with its source and sink"
             )
+    for definition in _with_companions(app, spec):
+        flow = spec.flows[definition.name]
         if not flow.enabled:
             continue
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
@@ -154,6 +155,50 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
     flows = _shared_reads(app.name, flows)
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+
+
+def _with_companions(app: App, spec: PipelineSpec) -> list[FlowDefinition]:
+    """The app's flows, where a flow whose sibling quarantines (or records the late
+    events of) the same events for it takes that over when the sibling is disabled.
+
+    Flows over one source with the same ``prepare`` see the same events, so an app lets
+    one of them keep the quarantine and late-events tables for all (``quarantine=False``
+    on the others). With that one switched off in the spec, the first enabled sibling
+    keeps them instead: bad and late records are never dropped unrecorded.
+    """
+
+    def siblings(definition: FlowDefinition) -> list[FlowDefinition]:
+        source = spec.flows[definition.name].source
+        return [
+            other
+            for other in app.flows
+            if other.prepare is not None
+            and other.prepare == definition.prepare
+            and spec.flows[other.name].source == source
+        ]
+
+    def enabled(definition: FlowDefinition) -> bool:
+        return spec.flows[definition.name].enabled
+
+    adopted = []
+    for definition in app.flows:
+        group = siblings(definition) if definition.prepare is not None else []
+        live = [other for other in group if enabled(other)]
+        first_live = bool(live) and live[0] is definition
+        quarantine = definition.quarantine or (
+            first_live and any(o.quarantine for o in group) and not any(o.quarantine for o in live)
+        )
+        same_rule = [o for o in group if o.event_time == definition.event_time]
+        live_rule = [o for o in same_rule if enabled(o)]
+        record_late = definition.record_late or (
+            bool(live_rule)
+            and live_rule[0] is definition
+            and definition.event_time is not None
+            and any(o.record_late for o in same_rule)
+            and not any(o.record_late for o in live_rule)
+        )
+        adopted.append(replace(definition, quarantine=quarantine, record_late=record_late))
+    return adopted
 
 
 def _streams(
@@ -305,10 +350,18 @@ def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
     return source.model_copy(update={"options": spec.kafka_options(source.options)})
 
 
+def is_side_query(flow: FlowPlan, output: Output) -> bool:
+    """Whether ``output`` is a side query of a one-source flow: its quarantine or late
+    events, which skip the batches that hold nothing for them
+    (``streamsmith.runtime.flow_batches``)."""
+    return output.kind in ("quarantine", "late") and not flow.streams
+
+
 def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
     """In catch-up runs, let every query that reads a Kafka source consume each range
     once (streamsmith's connector; see ``streamsmith.io.kafka.range_cache``), unless the
-    spec says otherwise.
+    spec says otherwise. Side queries (:func:`is_side_query`) read shared ranges without
+    counting as readers, since they may skip their batches.
 
     Not in always-on runs: there the queries' batches must follow one plan to share
     ranges, which holds every query to the pace of the fastest planner's small batches,
@@ -318,7 +371,8 @@ def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
     readers: dict[str, int] = {}
     always_on: set[str] = set()
     for flow in flows:
-        readers[flow.source_name] = readers.get(flow.source_name, 0) + len(flow.outputs)
+        counted = [o for o in flow.outputs if not is_side_query(flow, o)]
+        readers[flow.source_name] = readers.get(flow.source_name, 0) + len(counted)
         if not all(output.trigger.terminates for output in flow.outputs):
             always_on.add(flow.source_name)
     shared = []

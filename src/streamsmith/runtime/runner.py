@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import Trigger
-from streamsmith.io.kafka.follow import FOLLOW_CHECKPOINT
+from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, start_table_stream, table_path, write_table
 from streamsmith.io.postgres.dsn import resolve_dsn
 from streamsmith.io.postgres.sink import PostgresTarget, reset_target
@@ -30,15 +30,17 @@ from streamsmith.io.sources import read_source
 from streamsmith.io.webhook import WebhookTarget, start_webhook_stream
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
-from streamsmith.runtime.clean_input import (
-    FlowReads,
-    can_skip_clean_input,
-    observe_rejects,
-    start_quarantine_stream,
-)
+from streamsmith.runtime.clean_input import can_skip_clean_input, start_quarantine_stream
+from streamsmith.runtime.flow_batches import FlowCover, FlowFacts, SourceKind, observe_flow
 from streamsmith.runtime.late import start_late_stream
-from streamsmith.runtime.plan import FlowPlan, Output, Plan
-from streamsmith.transforms.quarantine import REJECT_REASON, SOURCE_FILE, accepted, quarantined
+from streamsmith.runtime.plan import FlowPlan, Output, Plan, is_side_query
+from streamsmith.transforms.quarantine import (
+    POSITION,
+    REJECT_REASON,
+    SOURCE_FILE,
+    accepted,
+    quarantined,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +102,11 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     if definition.prepare is None:
         return FlowFrames(definition.transform(source, **inputs), None)
     tagged = definition.prepare(source)
-    # The main query counts its rejects, so the quarantine query can skip clean input.
-    counted = observe_rejects(tagged) if streaming else tagged
+    # The main query reports its rejects and oldest event time per batch, so the side
+    # queries can skip the batches that hold nothing for them.
+    rule = definition.event_time
+    late_time = rule.column if rule is not None and definition.record_late else None
+    counted = observe_flow(tagged, late_time) if streaming else tagged
     return FlowFrames(definition.transform(_accepted(counted), **inputs), tagged)
 
 
@@ -114,8 +119,10 @@ def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
     tagged = frames.tagged if frames.tagged is not None else frames.output
     if output.kind == "quarantine":
         return quarantined(tagged)
-    if output.kind == "late":  # the source file lines late events up with the flow's batches
-        return accepted(tagged, keep=(SOURCE_FILE,)) if REJECT_REASON in tagged.columns else tagged
+    if output.kind == "late":  # lineage lines late events up with the flow's batches
+        if REJECT_REASON not in tagged.columns:
+            return tagged
+        return accepted(tagged, keep=(SOURCE_FILE, POSITION))
     return _accepted(frames.output)
 
 
@@ -145,26 +152,15 @@ def query_frame(
     frames: FlowFrames | None = None,
 ) -> DataFrame:
     """What the streaming query of ``output`` writes: its part of the flow's ``frames``
-    (one read of the source for all of the flow's queries), or of its own read when it
-    must cut the source as the flow's query does."""
-    follower = _follower(flow, output)
-    if follower is not None:
-        frames = flow_frames(spark, follower, root, streaming=True)
-    elif frames is None:
+    (one read of the source for all of the flow's queries), or of a read of its own."""
+    if is_side_query(flow, output) and RANGE_CACHE in flow.source.options:
+        # A side query may skip batches, so it reads shared Kafka ranges uncounted.
+        options = {**flow.source.options, RANGE_CACHE_COUNTED: False}
+        flow = replace(flow, source=flow.source.model_copy(update={"options": options}))
+        frames = None
+    if frames is None:
         frames = flow_frames(spark, flow, root, streaming=True)
     return output_frame(frames, output)
-
-
-def _follower(flow: FlowPlan, output: Output) -> FlowPlan | None:
-    """The flow as an always-on late-events query over Kafka reads it: cut into the
-    flow query's batches (``streamsmith.io.kafka.follow``), so each batch finds the
-    watermark it was dropped with. Catch-up runs cut alike anyway; files cannot follow."""
-    if output.kind != "late" or output.trigger.terminates or flow.source.is_file_source:
-        return None
-    if flow.streams:  # the flow's offset log then holds several sources
-        return None
-    options = {**flow.source.options, FOLLOW_CHECKPOINT: str(flow.outputs[0].checkpoint)}
-    return replace(flow, source=flow.source.model_copy(update={"options": options}))
 
 
 def _wait(query: StreamingQuery, seconds: float) -> None:
@@ -229,14 +225,14 @@ def _start_query(
         return _start_quarantine(spark, frame, output, flow, common)
     if output.kind == "late":
         assert flow.definition.event_time is not None
+        source = _side_source(flow, lineage=frame)
         return start_late_stream(
             frame,
             flow.definition.event_time,
             path=output.path,
             flow_checkpoint=flow.outputs[0].checkpoint,
-            file_source=flow.source.is_file_source
-            and not flow.streams
-            and SOURCE_FILE in frame.columns,
+            source=source,
+            facts=FlowFacts(spark, flow.outputs[0].spark_name) if source else None,
             **common,
         )
     return start_table_stream(
@@ -255,16 +251,39 @@ def _start_quarantine(
     can tell (``streamsmith.runtime.clean_input``), else Spark's file sink."""
     assert output.path is not None
     main = flow.outputs[0]
+    source = _side_source(flow)
     skips = flow.definition.prepare is not None and can_skip_clean_input(
-        output.path, file_source=flow.source.is_file_source, single_input=not flow.streams
+        output.path, single_input=source is not None
     )
-    if skips:
-        reads = FlowReads(spark, main.query_name, main.checkpoint)
+    if source is not None and skips:
         return start_quarantine_stream(
-            frame, path=output.path, partition_by=output.partition_by, flow=reads, **common
+            frame,
+            path=output.path,
+            partition_by=output.partition_by,
+            cover=FlowCover(source, main.checkpoint, output.checkpoint),
+            facts=FlowFacts(spark, main.spark_name),
+            **common,
         )
     frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
     return start_table_stream(frame, path=output.path, partition_by=output.partition_by, **common)
+
+
+def _side_source(flow: FlowPlan, lineage: DataFrame | None = None) -> SourceKind | None:
+    """How a side query of ``flow`` finds the flow's batches that read its input: by file
+    or by Kafka offset (``streamsmith.runtime.flow_batches``); None for a flow reading
+    several sources, or when ``lineage`` (a frame that must say where each row came
+    from) lacks the columns that say it."""
+    if flow.streams:
+        return None
+    kind: SourceKind | None = None
+    needed: tuple[str, ...] = ()
+    if flow.source.is_file_source:
+        kind, needed = "files", (SOURCE_FILE,)
+    elif flow.source.format == "kafka":
+        kind, needed = "kafka", (SOURCE_FILE, POSITION)
+    if lineage is not None and not set(needed) <= set(lineage.columns):
+        return None
+    return kind
 
 
 def postgres_target(plan: Plan, output: Output, dsn: str) -> PostgresTarget:

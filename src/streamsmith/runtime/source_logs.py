@@ -64,11 +64,35 @@ class FileSourceLog:
             return None
         return [path for path, log_id in self.ids().items() if start < log_id <= end]
 
+    def batch_ends(self) -> list[tuple[int, int]]:
+        """(batch id, last log id read) of each batch in the offset log, in order."""
+        batches = sorted(int(file.name) for file in (self.checkpoint / "offsets").glob("[0-9]*"))
+        return [(batch, end) for batch in batches if (end := self.log_offset(batch)) is not None]
+
     def log_offset(self, batch_id: int) -> int | None:
         entry = offset_log_entry(self.checkpoint / "offsets" / str(batch_id))
         if entry is None or len(entry[1]) != 1:
             return None
         return log_offset(entry[1][0])
+
+
+def kafka_offsets(checkpoint: Path, batch_id: int) -> dict[tuple[str, int], int] | None:
+    """The end offsets of a Kafka-fed query's batch (``{(topic, partition): offset}``),
+    None while unwritten or when the query reads another kind or several sources."""
+    entry = offset_log_entry(checkpoint / "offsets" / str(batch_id))
+    if entry is None or len(entry[1]) != 1:
+        return None
+    document = json.loads(entry[1][0])
+    if not isinstance(document, dict) or "logOffset" in document:
+        return None
+    try:
+        return {
+            (str(topic), int(partition)): int(offset)
+            for topic, partitions in document.items()
+            for partition, offset in partitions.items()
+        }
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def log_offset(value: Any) -> int | None:

@@ -89,6 +89,17 @@ def windows_dropped(
     )
 
 
+def may_be_late(time_us: int, watermark_us: int, window: str | None, slide: str | None) -> bool:
+    """Whether an event at ``time_us`` loses any window to this watermark: the
+    per-row rule of :func:`too_late`, in Python (the earliest window containing the
+    event ends a slide after the last window start)."""
+    if window is None:
+        return time_us <= watermark_us
+    size = int(parse_duration(window) * 1_000_000)
+    step = int(parse_duration(slide) * 1_000_000) if slide else size
+    return (time_us // step) * step + step <= watermark_us
+
+
 def window_count(window: str | None, slide: str | None) -> int:
     """How many windows contain each event (1 without windows or for tumbling ones)."""
     if window is None or slide is None:

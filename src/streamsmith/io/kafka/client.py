@@ -68,9 +68,11 @@ class BrokerMetadata:
     def __init__(self, kafka_conf: Mapping[str, str], timeout_s: float = 30.0) -> None:
         self._conf = dict(kafka_conf)
         self._timeout = timeout_s
-        self._consumer = Consumer(
-            consumer_config(kafka_conf, **{"max.partition.fetch.bytes": 1024})
-        )
+        # Tiny fetches answered at once: at a partition's end a broker otherwise holds the
+        # fetch for fetch.wait.max.ms (500 ms by default) before saying so, and every
+        # micro-batch's planning asks for the end offsets.
+        overrides = {"max.partition.fetch.bytes": 1024, "fetch.wait.max.ms": 10}
+        self._consumer = Consumer(consumer_config(kafka_conf, **overrides))
 
     def close(self) -> None:
         self._consumer.close()

@@ -145,3 +145,24 @@ def split_ranges(
         for piece in range(begin, stop, step):
             ranges.append(OffsetRange(topic, partition, piece, min(piece + step, stop)))
     return ranges
+
+
+def spread_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Cut ``ranges`` into at least about ``min_partitions`` pieces, each range into a
+    number of pieces in proportion to its size (Spark's ``minPartitions``): one task per
+    topic-partition leaves cores idle when there are fewer partitions than cores, or a
+    number that does not divide evenly among them."""
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    if total <= 0:
+        return ranges
+    ideal = total / min_partitions
+    spread = []
+    for whole in ranges:
+        parts = min(max(round(whole.size / ideal), 1), max(whole.size, 1))
+        for index in range(parts):
+            first = whole.start + whole.size * index // parts
+            last = whole.start + whole.size * (index + 1) // parts
+            spread.append(OffsetRange(whole.topic, whole.partition, first, last))
+    return spread

@@ -15,6 +15,10 @@ Safety:
 - One task consumes a range at a time (an exclusive ``flock``, held only while it
   consumes; a killed process releases it), and a file appears under its final name
   only when complete (write-then-rename), so a reader never sees a partial range.
+- A query that may skip its batches (a flow's quarantine and late-events queries, see
+  ``streamsmith.runtime.flow_batches``) reads *uncounted*: it takes a range's file if it
+  is there and consumes the broker otherwise, without writing a file or counting as a
+  reader, so a batch it skips never keeps a file waiting for it.
 - A file is deleted once the flow's ``readers`` queries have read it, and any file
   unused for ``ttl_s`` (a query that skipped its batch, a replay that never came) is
   swept when the next range is cached.
@@ -44,6 +48,7 @@ log = logging.getLogger(__name__)
 
 RANGE_CACHE = "rangeCache"  # the source options that switch it on
 RANGE_CACHE_READERS = "rangeCacheReaders"
+RANGE_CACHE_COUNTED = "rangeCacheCounted"
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "streamsmith-kafka-ranges"
 DEFAULT_TTL_S = 120.0
 
@@ -56,6 +61,7 @@ class RangeCache:
     readers: int
     folder: Path = DEFAULT_DIR
     ttl_s: float = DEFAULT_TTL_S
+    counted: bool = True  # False: read a file if present, never write or count one
 
     def agreed_end(self, start: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
         """The end offsets of the group's batch from ``start``: those the first query to
@@ -110,6 +116,9 @@ class RangeCache:
         digest = self._digest(key)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{digest}.arrow"
+        if not self.counted:
+            yield from self._peek(path, consume)
+            return
         with _locked(self.folder / f"{digest}.lock"):
             fresh = not path.exists()
             if fresh and not _consume_into(path, consume):
@@ -119,6 +128,19 @@ class RangeCache:
             self._count_read(path)
         if fresh:
             self._sweep()
+        reader = pa.ipc.open_file(source)
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)
+
+    def _peek(
+        self, path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]
+    ) -> Iterator[pa.RecordBatch]:
+        """An uncounted read: the shared file when it is complete, else the broker."""
+        try:
+            source = pa.memory_map(str(path))  # a file under its name is complete
+        except FileNotFoundError:
+            yield from consume()
+            return
         reader = pa.ipc.open_file(source)
         for index in range(reader.num_record_batches):
             yield reader.get_batch(index)

@@ -64,7 +64,6 @@ from streamsmith.io.kafka.client import (
     Subscription,
     consumer_config,
 )
-from streamsmith.io.kafka.follow import FOLLOW_CHECKPOINT, as_offsets, followed_end
 from streamsmith.io.kafka.json_values import decode_json_values, unsupported_fields
 from streamsmith.io.kafka.offsets import (
     OffsetRange,
@@ -76,9 +75,15 @@ from streamsmith.io.kafka.offsets import (
     parse_offset_spec,
     resolve,
     split_ranges,
+    spread_ranges,
     to_json_dict,
 )
-from streamsmith.io.kafka.range_cache import DEFAULT_DIR, DEFAULT_TTL_S, RangeCache
+from streamsmith.io.kafka.range_cache import (
+    DEFAULT_DIR,
+    DEFAULT_TTL_S,
+    RANGE_CACHE_COUNTED,
+    RangeCache,
+)
 from streamsmith.io.kafka.sink import KafkaBatchWriter, KafkaStreamWriter, parse_sink_options
 
 log = logging.getLogger(__name__)
@@ -114,9 +119,6 @@ _ARROW_FIELDS = [
 _ARROW_TYPES = dict(_ARROW_FIELDS)
 
 
-FOLLOW = FOLLOW_CHECKPOINT.lower()
-
-
 class KafkaOptionError(ValueError):
     """A source option that is missing or malformed; the message names the option."""
 
@@ -133,13 +135,13 @@ class KafkaSourceOptions:
     max_offsets_per_trigger: int | None = None
     adaptive_floor: int | None = None  # adaptive batch sizing between this and the cap
     max_records_per_partition: int | None = None
+    min_partitions: int | None = None  # Spark's minPartitions: at least this many tasks
     include_headers: bool = False
     poll_timeout_s: float = 120.0
     batch_rows: int = 10_000
     value_schema: str | None = None
     json_type: pa.StructType | None = None
     range_cache: RangeCache | None = None  # streams only: ranges shared by a flow's queries
-    follow_checkpoint: Path | None = None  # streams only: cut batches as that query did
 
     @property
     def servers(self) -> str:
@@ -182,12 +184,12 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         max_offsets_per_trigger=max_offsets,
         adaptive_floor=_adaptive_floor(opts, max_offsets),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
+        min_partitions=_positive(opts, "minpartitions"),
         include_headers=_boolean(opts, "includeheaders", False),
         poll_timeout_s=(_positive(opts, "polltimeoutms") or 120_000) / 1000,
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
         value_schema=_value_schema(opts),
         range_cache=_range_cache(opts) if streaming else None,
-        follow_checkpoint=Path(opts[FOLLOW]) if streaming and FOLLOW in opts else None,
     )
 
 
@@ -229,7 +231,8 @@ def _range_cache(opts: Mapping[str, str]) -> RangeCache | None:
         return None
     ttl = _positive(opts, "rangecachettlseconds") or DEFAULT_TTL_S
     folder = Path(opts["rangecachedir"]) if "rangecachedir" in opts else DEFAULT_DIR
-    return RangeCache(group=group, readers=readers, folder=folder, ttl_s=float(ttl))
+    counted = _boolean(opts, RANGE_CACHE_COUNTED.lower(), True)
+    return RangeCache(group, readers, folder=folder, ttl_s=float(ttl), counted=counted)
 
 
 def _value_schema(opts: Mapping[str, str]) -> str | None:
@@ -487,11 +490,9 @@ class _Planner:
         if new:
             begin.update(self.metadata.earliest(new))
         self._check_data_loss(begin, end)
-        return [
-            RangePartition(r)
-            for r in split_ranges(begin, end, self.options.max_records_per_partition)
-            if r.size > 0
-        ]
+        ranges = split_ranges(begin, end, self.options.max_records_per_partition)
+        ranges = spread_ranges([r for r in ranges if r.size > 0], self.options.min_partitions)
+        return [RangePartition(r) for r in ranges if r.size > 0]
 
     def _check_data_loss(self, begin: Offsets, end: Offsets) -> None:
         earliest = self.metadata.earliest([tp for tp in end if end[tp] > begin.get(tp, end[tp])])
@@ -548,10 +549,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 backlog = sum(end[tp] - floor.get(tp, end[tp]) for tp in end)
                 rows = max(1, self.adaptive.admit(backlog))
             end = cap_by_rows(floor, end, rows)
-        if self.options.follow_checkpoint is not None:
-            return followed_end(
-                self.options.follow_checkpoint, as_offsets(start), to_json_dict(end)
-            )
         if self.options.range_cache is None:
             return to_json_dict(end)
         return self.options.range_cache.agreed_end(to_json_dict(begin), to_json_dict(end))

@@ -1,0 +1,292 @@
+"""Which of a flow's main-query batches read a side query's input, and what they found.
+
+A flow's quarantine and late-events queries (its *side* queries) read the flow's source
+again, on their own schedule, so their micro-batches need not line up with the main
+query's. Every piece of input was still read by exactly one main-query batch: for a file
+source, the first batch whose end (a log id in the file source's log) reaches the file's
+log id; for Kafka, the first batch whose end offset is past the record's offset. Spark
+keeps both logs in the checkpoints, so :class:`FlowCover` finds, for a side batch, the
+main-query batches that read its input, each with its part of it.
+
+The main query also observes, in the pass it makes anyway (:func:`observe_flow`), how
+many rows it rejected and the oldest accepted event time of each batch.
+:class:`FlowFacts` reads those from the main query's progress when it runs in this
+process. With both, a side query can skip a batch outright: the quarantine query when
+the main query rejected nothing there, the late-events query when even the oldest event
+was on time. When a fact is missing (the main query runs elsewhere, or ran those batches
+before a restart), the side query reads its batch: skipping is never a guess.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from streamsmith.runtime.source_logs import (
+    FileSourceLog,
+    kafka_offsets,
+    normal_path_column,
+    offset_log_entry,
+)
+from streamsmith.transforms.quarantine import POSITION, REJECT_REASON, SOURCE_FILE
+
+log = logging.getLogger(__name__)
+
+FLOW_METRIC = "streamsmith_flow"  # the main query's observed metric
+SourceKind = Literal["files", "kafka"]
+KafkaRange = tuple[str, int, int | None, int]  # topic, partition, first (None: any), end
+
+
+def observe_flow(tagged: DataFrame, event_time: str | None = None) -> DataFrame:
+    """``tagged`` reporting, per micro-batch, its rejected rows (``rows``) and, with
+    ``event_time``, the oldest accepted event time in µs (``oldest_us``, null when none
+    was accepted), as the observed metric ``FLOW_METRIC``."""
+    if REJECT_REASON not in tagged.columns:
+        return tagged
+    rejected = F.col(REJECT_REASON).isNotNull()
+    metrics = [F.count_if(rejected).alias("rows")]
+    if event_time is not None:
+        oldest = F.min(F.when(~rejected, F.unix_micros(F.col(event_time))))
+        metrics.append(oldest.alias("oldest_us"))
+    return tagged.observe(FLOW_METRIC, *metrics)
+
+
+@dataclass(frozen=True)
+class Part:
+    """The part of a side batch's input that one main-query batch read."""
+
+    batch: int
+    files: tuple[str, ...] = ()
+    ranges: tuple[KafkaRange, ...] = ()
+
+    def rows(self) -> Column:
+        """Whether a row (with the source's lineage columns) is in this part."""
+        if not self.ranges:
+            return normal_path_column(F.col(SOURCE_FILE)).isin(list(self.files))
+        condition = F.lit(False)
+        offset = F.col(POSITION).cast("long")
+        for topic, partition, first, end in self.ranges:
+            here = (F.col(SOURCE_FILE) == F.lit(f"kafka://{topic}/{partition}")) & (offset < end)
+            if first is not None:
+                here = here & (offset >= first)
+            condition = condition | here
+        return condition
+
+
+class _Never:
+    """The main query's logs no longer say which of its batches read this input."""
+
+
+NEVER = _Never()
+Cover = list[Part] | None | _Never  # None: the main query has not planned it yet
+
+
+@dataclass
+class FlowCover:
+    """Matches a side query's batches (checkpoint ``own``) to the main query's batches
+    (checkpoint ``flow``) over one file or Kafka source."""
+
+    kind: SourceKind
+    flow: Path
+    own: Path
+    _flow_files: FileSourceLog = field(init=False)
+    _own_files: FileSourceLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._flow_files = FileSourceLog(self.flow)
+        self._own_files = FileSourceLog(self.own)
+
+    def parts(self, batch_id: int, wait_s: float = 60.0) -> list[Part] | None:
+        """The main query's batches that read side batch ``batch_id``, each with its part;
+        waits up to ``wait_s`` while the main query has not planned them, and is None
+        when it never will in time (or its logs no longer say)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = self._cover(batch_id)
+            if isinstance(found, list):
+                return found
+            if found is NEVER:
+                log.warning(
+                    "side batch %s of %s: the logs of %s no longer say which batch read its input",
+                    batch_id,
+                    self.own,
+                    self.flow,
+                )
+                return None
+            if time.monotonic() > deadline:
+                log.warning(
+                    "side batch %s of %s: %s has not read its input within %.0f s",
+                    batch_id,
+                    self.own,
+                    self.flow,
+                    wait_s,
+                )
+                return None
+            time.sleep(0.2)
+
+    def watermark_before(self, batch: int) -> int | None:
+        """The watermark (µs, None before the first) the main query's batch ``batch``
+        drops late input with: since Spark 3.4 the one recorded with the batch before."""
+        return watermark_before(self.flow, batch)
+
+    def _cover(self, batch_id: int) -> Cover:
+        if self.kind == "files":
+            files = self._own_files.batch_files(batch_id)
+            return NEVER if files is None else file_cover(self._flow_files, files)
+        own_end = kafka_offsets(self.own, batch_id)
+        if own_end is None:
+            return NEVER
+        own_start = kafka_offsets(self.own, batch_id - 1) if batch_id > 0 else None
+        return kafka_cover(self.flow, own_start, own_end)
+
+
+def watermark_before(checkpoint: Path, batch: int) -> int | None:
+    """The watermark (µs, None before the first) a query's batch ``batch`` drops late
+    input with: the one recorded in the offset log with the batch before it."""
+    entry = offset_log_entry(checkpoint / "offsets" / str(batch - 1)) if batch > 0 else None
+    watermark_ms = entry[0] if entry is not None else 0
+    return watermark_ms * 1000 if watermark_ms > 0 else None
+
+
+def file_cover(flow: FileSourceLog, files: Sequence[str]) -> Cover:
+    """Which of the main query's batches read each of ``files``."""
+    ids = flow.ids()
+    ends = flow.batch_ends()
+    readers: dict[int, list[str]] = {}
+    for file in files:
+        log_id = ids.get(file)
+        if log_id is None:
+            return None  # not listed by the main query yet
+        # The first batch ending at or after the file's log id read it (no-data batches
+        # after it repeat its end), if the batch before it still says where it ended.
+        reader = next((batch for batch, end in ends if end >= log_id), None)
+        if reader is None:
+            return None
+        before = flow.log_offset(reader - 1) if reader > 0 else -1
+        if before is None or before >= log_id:
+            return NEVER
+        readers.setdefault(reader, []).append(file)
+    return [Part(batch, files=tuple(found)) for batch, found in sorted(readers.items())]
+
+
+def kafka_cover(
+    flow: Path, start: dict[tuple[str, int], int] | None, end: dict[tuple[str, int], int]
+) -> Cover:
+    """Which of the main query's batches read ``[start, end)`` of each topic-partition
+    (``start`` None: everything before ``end``, for a side query's first batch, whose
+    start Spark does not log)."""
+    batches = _kafka_batches(flow)
+    if not batches:
+        return None
+    first_known = batches[0][0]
+    parts: dict[int, list[KafkaRange]] = {}
+    for (topic, partition), stop in sorted(end.items()):
+        low = None if start is None else start.get((topic, partition))
+        if low is not None and low >= stop:
+            continue
+        if batches[-1][1].get((topic, partition), 0) < stop:
+            return None  # the main query has not read that far yet
+        previous: int | None = None
+        for index, (batch, ends) in enumerate(batches):
+            reach = ends.get((topic, partition), 0)
+            # Where the batch began; unknown for the oldest batch still logged (unless
+            # it is the first), whose reads may begin at any earlier offset.
+            begin = previous if index > 0 else (None if batch == 0 else reach)
+            previous = reach
+            if begin is not None and begin >= reach:
+                continue  # read nothing of this partition
+            lo = begin if low is None else (low if begin is None else max(low, begin))
+            hi = min(stop, reach)
+            if hi <= 0 or (lo is not None and lo >= hi):
+                continue
+            parts.setdefault(batch, []).append((topic, partition, lo, hi))
+        if first_known > 0 and (low is None or low < batches[0][1].get((topic, partition), 0)):
+            return NEVER  # some of it was read by a batch whose log is gone
+    return [Part(batch, ranges=tuple(found)) for batch, found in sorted(parts.items())]
+
+
+def _kafka_batches(flow: Path) -> list[tuple[int, dict[tuple[str, int], int]]]:
+    """(batch id, end offsets) of each batch in the main query's offset log, in order."""
+    found = []
+    for file in (flow / "offsets").glob("[0-9]*"):
+        ends = kafka_offsets(flow, int(file.name))
+        if ends is not None:
+            found.append((int(file.name), ends))
+    return sorted(found, key=lambda pair: pair[0])
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the main query observed in one batch."""
+
+    rejected: int
+    oldest_us: int | None  # the oldest accepted event time; None when none was accepted
+
+
+@dataclass
+class FlowFacts:
+    """The observed metrics of the main query ``query_name``'s batches, from its progress
+    in this process (Spark keeps a query's last 100 progress reports; this keeps what it
+    saw of them)."""
+
+    spark: SparkSession
+    query_name: str
+    wait_s: float = 600.0
+    _seen: dict[int, Facts | None] = field(default_factory=dict)
+
+    def of(self, batches: Sequence[int]) -> dict[int, Facts] | None:
+        """Facts of every batch in ``batches``; None when one is unknown. Waits (up to
+        ``wait_s``) while the main query runs here and has yet to finish one of them."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            query = self._query()
+            if query is not None:
+                self._collect(query)
+            found = {batch: self._seen[batch] for batch in batches if batch in self._seen}
+            if len(found) == len(batches) and None not in found.values():
+                return {batch: facts for batch, facts in found.items() if facts is not None}
+            if None in found.values():
+                log.debug("%s: no observed metric in batches %s", self.query_name, batches)
+                return None
+            if query is None or time.monotonic() > deadline or self._passed(batches):
+                log.debug(
+                    "%s: batches %s unknown (%s)",
+                    self.query_name,
+                    batches,
+                    "not running here" if query is None else "report gone or waited too long",
+                )
+                return None
+            time.sleep(0.2)
+
+    def _query(self) -> StreamingQuery | None:
+        return next((q for q in self.spark.streams.active if q.name == self.query_name), None)
+
+    def _collect(self, query: StreamingQuery) -> None:
+        for progress in query.recentProgress:
+            batch = int(progress.batchId)
+            if batch not in self._seen:
+                self._seen[batch] = _facts(progress.observedMetrics)
+        if len(self._seen) > 10_000:
+            for old in sorted(self._seen)[:5_000]:
+                del self._seen[old]
+
+    def _passed(self, batches: Sequence[int]) -> bool:
+        """Whether a batch is older than any progress seen: its report is gone."""
+        return bool(self._seen) and min(batches) < min(self._seen)
+
+
+def _facts(observed: dict[str, Any]) -> Facts | None:
+    row = observed.get(FLOW_METRIC)
+    if row is None:
+        return None
+    values = row.asDict() if hasattr(row, "asDict") else dict(row)
+    oldest = values.get("oldest_us")
+    return Facts(int(values.get("rows") or 0), None if oldest is None else int(oldest))

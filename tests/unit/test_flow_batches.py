@@ -1,0 +1,107 @@
+"""Matching a side query's batches to the flow query's batches that read their input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamsmith.runtime.flow_batches import NEVER, Part, file_cover, kafka_cover, watermark_before
+from streamsmith.runtime.source_logs import FileSourceLog
+from streamsmith.transforms.events import may_be_late
+
+Ends = dict[str, dict[str, int]]
+
+
+def offset_log(checkpoint: Path, batches: dict[int, tuple[int, object]]) -> Path:
+    """Spark's offset log: per batch, its watermark (ms) and its one source's offset."""
+    (checkpoint / "offsets").mkdir(parents=True)
+    for batch, (watermark_ms, offset) in batches.items():
+        metadata = {"batchWatermarkMs": watermark_ms, "batchTimestampMs": 0}
+        text = f"v1\n{json.dumps(metadata)}\n{json.dumps(offset)}"
+        (checkpoint / "offsets" / str(batch)).write_text(text, encoding="utf-8")
+    return checkpoint
+
+
+def kafka_flow(tmp_path: Path) -> Path:
+    # Batch 1 is a no-data batch (the watermark moved); batch 2 reads more.
+    return offset_log(
+        tmp_path / "flow",
+        {
+            0: (0, {"ads": {"0": 10, "1": 5}}),
+            1: (7_000, {"ads": {"0": 10, "1": 5}}),
+            2: (7_000, {"ads": {"0": 20, "1": 12}}),
+        },
+    )
+
+
+def test_a_kafka_range_is_split_by_the_flow_batches_that_read_it(tmp_path: Path) -> None:
+    flow = kafka_flow(tmp_path)
+    start = {("ads", 0): 5, ("ads", 1): 0}
+    end = {("ads", 0): 15, ("ads", 1): 12}
+
+    assert kafka_cover(flow, start, end) == [
+        Part(0, ranges=(("ads", 0, 5, 10), ("ads", 1, 0, 5))),
+        Part(2, ranges=(("ads", 0, 10, 15), ("ads", 1, 5, 12))),
+    ]
+    # A side query's first batch: its start is not logged, so everything before its end.
+    assert kafka_cover(flow, None, {("ads", 0): 4, ("ads", 1): 0}) == [
+        Part(0, ranges=(("ads", 0, None, 4),))
+    ]
+    # The flow has not read offset 20 of partition 0 yet: wait.
+    assert kafka_cover(flow, start, {("ads", 0): 21, ("ads", 1): 12}) is None
+    # The watermark each part was dropped with is the one logged with the batch before.
+    assert [watermark_before(flow, batch) for batch in (0, 1, 2)] == [None, None, 7_000_000]
+
+
+def test_kafka_input_read_by_a_batch_whose_log_is_gone_cannot_be_matched(
+    tmp_path: Path,
+) -> None:
+    flow = offset_log(
+        tmp_path / "flow",
+        {7: (1_000, {"ads": {"0": 10}}), 8: (2_000, {"ads": {"0": 20}})},
+    )
+    assert kafka_cover(flow, {("ads", 0): 5}, {("ads", 0): 15}) is NEVER
+    assert kafka_cover(flow, {("ads", 0): 12}, {("ads", 0): 15}) == [
+        Part(8, ranges=(("ads", 0, 12, 15),))
+    ]
+
+
+def test_files_are_matched_to_the_batch_that_listed_them(tmp_path: Path) -> None:
+    flow = offset_log(
+        tmp_path / "flow",
+        {0: (0, {"logOffset": 0}), 1: (5_000, {"logOffset": 0}), 2: (5_000, {"logOffset": 1})},
+    )
+    sources = flow / "sources" / "0"
+    sources.mkdir(parents=True)
+    for log_id, names in ((0, ["a", "b"]), (1, ["c"])):
+        lines = [json.dumps({"path": f"file:///in/{n}.json", "timestamp": 0, "batchId": log_id})
+                 for n in names]  # fmt: skip
+        (sources / str(log_id)).write_text("v1\n" + "\n".join(lines), encoding="utf-8")
+
+    log = FileSourceLog(flow)
+    assert file_cover(log, ["/in/c.json", "/in/a.json"]) == [
+        Part(0, files=("/in/a.json",)),
+        Part(2, files=("/in/c.json",)),
+    ]
+    assert file_cover(log, ["/in/d.json"]) is None  # not listed yet
+
+
+@pytest.mark.parametrize(
+    ("time_s", "watermark_s", "window", "slide", "late"),
+    [
+        (5, 10, None, None, True),  # no window: at or before the watermark
+        (10, 10, None, None, True),
+        (11, 10, None, None, False),
+        (9, 10, "10 seconds", None, True),  # its window [0, 10) ends at the watermark
+        (10, 10, "10 seconds", None, False),  # [10, 20) is still open
+        (14, 20, "10 seconds", "5 seconds", True),  # [5, 15) ends before 20
+        (15, 20, "10 seconds", "5 seconds", True),  # [10, 20) ends at the watermark
+        (20, 20, "10 seconds", "5 seconds", False),  # [15, 25) and [20, 30) are open
+    ],
+)
+def test_may_be_late_is_the_rule_of_too_late(
+    time_s: int, watermark_s: int, window: str | None, slide: str | None, late: bool
+) -> None:
+    assert may_be_late(time_s * 10**6, watermark_s * 10**6, window, slide) is late

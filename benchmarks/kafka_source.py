@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamsmith.config import SparkSpec
 from streamsmith.generate.ysb import ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.kafka.client import consumer_config
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.session import build_session
 
@@ -80,8 +81,7 @@ def produce_events(
 
 
 def raw_consume(broker: EmbeddedBroker, total: int) -> None:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(consumer_config({"bootstrap.servers": broker.bootstrap}))
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     seen = 0
     while seen < total:

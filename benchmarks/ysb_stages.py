@@ -4,9 +4,12 @@ On one generated data set (``--events`` ad events as JSON-lines files), prints t
 median of ``available-now`` runs of the ``campaign_windows`` flow with only its table
 query, with table and quarantine, and with all three (table, quarantine, late events);
 then, as batch jobs into Spark's ``noop`` sink, the bare JSON reader against the app's
-source and parse (accepted views, quarantined rows).
+source and parse (accepted views, quarantined rows). With ``--kafka``, the same events
+are produced to a 3-partition topic of an embedded broker and the flow reads them from
+there (JSON decoded at the source); the batch jobs are then the source alone (raw
+values), the source decoding JSON, and the app's parse on top of it.
 
-    .venv/bin/python benchmarks/ysb_stages.py --events 1000000
+    .venv/bin/python benchmarks/ysb_stages.py --events 1000000 [--kafka]
 """
 
 from __future__ import annotations
@@ -15,17 +18,23 @@ import argparse
 import dataclasses
 import statistics
 import tempfile
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
-from _common import timed
-from pyspark.sql import DataFrame
+from _common import timed_rounds
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.apps import get_app
+from streamsmith.apps.ysb import kafka_sets
 from streamsmith.config import SourceSpec, SparkSpec, Trigger, load_spec
+from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
 from streamsmith.io.files import read_files
+from streamsmith.io.kafka.broker import start_broker
 from streamsmith.io.lake import replace_static_table, table_path
+from streamsmith.io.sources import read_kafka
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
 from streamsmith.schemas.ysb import AD_EVENT_SCHEMA, CAMPAIGNS_SCHEMA
@@ -38,17 +47,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=4, help="per stage; the first is discarded")
+    parser.add_argument("--kafka", action="store_true", help="read from an embedded broker")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="streamsmith-bench-stages-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="streamsmith-bench-stages-") as tmp,
+        ExitStack() as stack,
+    ):
         root = Path(tmp)
         data = ysb_data(args.events, rate=10_000, chunks=8, seed=1)
-        write_ysb(data, root / "input" / "ysb")
+        folder = root / "input" / "ysb"
+        write_ysb(data, folder)
         replace_static_table(table_path(root, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
+        sets = []
+        if args.kafka:
+            broker = stack.enter_context(start_broker(root / "broker"))
+            broker.create_topic(TOPIC, partitions=3)
+            produce_all(broker.bootstrap, TOPIC, data.lines, [None] * len(data.lines))
+            sets = kafka_sets(broker.bootstrap, TOPIC)
         spark = build_session(SparkSpec(master="local[*]"), "bench-ysb-stages")
         base = get_app("ysb")
-        spec = load_spec(base.default_spec, storage_root=str(root))
-        print(f"{'stage (warm median)':<52}{'seconds':>8}")
+        spec = load_spec(base.default_spec, sets=sets, storage_root=str(root))
+        print(f"{'stage (warm median, rounds interleaved)':<52}{'seconds':>8}")
+        streams = {}
         for label, changes in (
             ("stream: table query only", {"record_late": False, "quarantine": False}),
             ("stream: table + quarantine", {"record_late": False}),
@@ -62,23 +83,55 @@ def main() -> None:
                 full_refresh(plan)
                 run_pipeline(spark, plan)
 
-            report(label, timed(args.runs, run))
+            streams[label] = run
+        for label, timings in timed_rounds(args.runs, streams).items():
+            report(label, timings)
 
-        folder = str(root / "input" / "ysb")
-        views = F.col("event_type") == "view"
-        source = read_files(spark, SourceSpec(format="jsonl", path=folder), folder, AD_EVENT_SCHEMA,
-                            streaming=False)  # fmt: skip
-        parsed = ad_events(source)
-        for label, frame in (
-            ("batch: bare JSON reader, views", spark.read.schema(AD_EVENT_SCHEMA).json(folder)
-             .where(views).select("ad_id", "event_time")),
-            ("batch: app source + parse, accepted views", parsed
-             .where(F.col(REJECT_REASON).isNull() & views).select("ad_id", "event_time")),
-            ("batch: app source + parse, quarantined rows",
-             parsed.where(F.col(REJECT_REASON).isNotNull())),
-        ):  # fmt: skip
-            report(label, timed(args.runs, noop(frame)))
+        source = build_plan(base, spec, Trigger("available-now")).flows[0].source
+        for label, timings in timed_rounds(
+            args.runs, batch_stages(spark, source, str(folder))
+        ).items():
+            report(label, timings)
         spark.stop()
+
+
+TOPIC = "ysb-ads"
+VIEWS = "view"  # the event type the query keeps
+
+
+def batch_stages(
+    spark: SparkSession, source: SourceSpec, folder: str
+) -> dict[str, Callable[[], None]]:
+    """The read and parse of the flow's input as batch jobs into ``noop``, each beside the
+    plain reader it builds on."""
+    if source.format != "kafka":
+        parsed = ad_events(read_files(spark, source, folder, AD_EVENT_SCHEMA, streaming=False))
+        bare = spark.read.schema(AD_EVENT_SCHEMA).json(folder).where(F.col("event_type") == VIEWS)
+        return {
+            "batch: bare JSON reader, views": noop(bare.select("ad_id", "event_time")),
+            **parse_stages(parsed),
+        }
+    once = {k: v for k, v in source.options.items() if not k.startswith("rangeCache")}
+    raw = source.model_copy(update={"options": {**once, "valueFormat": "raw"}})
+    decoded = source.model_copy(update={"options": once})
+    parsed = ad_events(read_kafka(spark, decoded, streaming=False, schema=AD_EVENT_SCHEMA))
+    return {
+        "batch: source, raw values": noop(read_kafka(spark, raw, streaming=False)),
+        "batch: source, JSON decoded": noop(
+            read_kafka(spark, decoded, streaming=False, schema=AD_EVENT_SCHEMA)
+        ),
+        **parse_stages(parsed),
+    }
+
+
+def parse_stages(parsed: DataFrame) -> dict[str, Callable[[], None]]:
+    return {
+        "batch: app source + parse, accepted views": noop(parsed
+            .where(F.col(REJECT_REASON).isNull() & (F.col("event_type") == VIEWS))
+            .select("ad_id", "event_time")),
+        "batch: app source + parse, quarantined rows": noop(
+            parsed.where(F.col(REJECT_REASON).isNotNull())),
+    }  # fmt: skip
 
 
 def noop(frame: DataFrame):  # type: ignore[no-untyped-def]

@@ -8,6 +8,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+# The librdkafka setting streamsmith's own consumers use (``fetch.queue.backoff.ms``
+# defaults to 1000 ms, which left a consumer of the embedded broker idle most of the
+# time), given to every peer too, so that no path wins on consumer tuning alone.
+CONSUMER_TUNING = {"fetch.queue.backoff.ms": "10"}
+
 
 @dataclass
 class Run:

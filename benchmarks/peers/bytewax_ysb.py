@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import bytewax.operators as op
-from _ysb import Run, event_ms
+from _ysb import CONSUMER_TUNING, Run, event_ms
 from bytewax.connectors.kafka import KafkaSource
 from bytewax.dataflow import Dataflow
 from bytewax.operators.windowing import EventClock, TumblingWindower, count_window
@@ -14,7 +14,8 @@ from bytewax.testing import run_main
 
 run = Run.from_argv()
 flow = Dataflow("ysb")
-messages = op.input("kafka", flow, KafkaSource([run.bootstrap], [run.topic], tail=False))
+source = KafkaSource([run.bootstrap], [run.topic], tail=False, add_config=CONSUMER_TUNING)
+messages = op.input("kafka", flow, source)
 
 
 def decode(message):  # type: ignore[no-untyped-def]

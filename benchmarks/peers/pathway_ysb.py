@@ -12,7 +12,7 @@ import datetime as dt
 import time as clock
 
 import pathway as pw
-from _ysb import Run
+from _ysb import CONSUMER_TUNING, Run
 
 run = Run.from_argv()
 
@@ -32,6 +32,7 @@ ads = pw.io.kafka.read(
         "bootstrap.servers": run.bootstrap,
         "group.id": "ysb-pathway",
         "auto.offset.reset": "earliest",
+        **CONSUMER_TUNING,
     },
     topic=run.topic,
     format="json",

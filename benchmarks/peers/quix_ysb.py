@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from datetime import timedelta
 
-from _ysb import Run, event_ms
+from _ysb import CONSUMER_TUNING, Run, event_ms
 from quixstreams import Application
 
 run = Run.from_argv()
@@ -15,6 +15,7 @@ app = Application(
     auto_offset_reset="earliest",
     state_dir=tempfile.mkdtemp(),
     use_changelog_topics=False,
+    consumer_extra_config=CONSUMER_TUNING,
 )
 topic = app.topic(
     run.topic,

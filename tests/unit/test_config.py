@@ -278,3 +278,30 @@ def test_a_disabled_flows_quarantine_moves_to_a_sibling(
     companions = [o for o in plan.outputs if o.kind in ("quarantine", "late")]
     assert [o.query_name for o in companions] == expected
     assert [o.table for o in companions] == ["campaign_windows_quarantine", "campaign_windows_late"]
+
+
+@pytest.mark.parametrize(
+    ("trigger", "side_interval", "expected"),
+    [
+        (Trigger("interval", 1.0), "5s", "interval=5s"),  # side queries run less often
+        (Trigger("interval", 10.0), "5s", "interval=10s"),  # never more often than the flow
+        (Trigger("interval", 1.0), "1s", "interval=1s"),
+        (Trigger("interval", 0.0), "5s", "interval=0s"),  # as fast as possible: follow
+        (Trigger("available-now"), "5s", "available-now"),  # catch-up: same trigger
+    ],
+)
+def test_side_queries_run_at_the_slower_of_the_flow_and_side_interval(
+    tmp_path: Path, trigger: Trigger, side_interval: str, expected: str
+) -> None:
+    app = get_app("ysb")
+    spec = load_spec(app.default_spec, sets=[f"side_interval={side_interval}"],
+                     storage_root=str(tmp_path))  # fmt: skip
+    plan = build_plan(app, spec, trigger)
+    assert {str(o.trigger) for o in plan.outputs if o.kind == "table"} == {str(trigger)}
+    assert {str(o.trigger) for o in plan.outputs if o.kind in ("quarantine", "late")} == {expected}
+
+
+def test_side_interval_must_be_a_duration() -> None:
+    app = get_app("ysb")
+    with pytest.raises(UserError, match="side_interval"):
+        load_spec(app.default_spec, sets=["side_interval=soon"])

@@ -145,4 +145,8 @@ def test_min_partitions_spreads_ranges_in_proportion_to_their_size() -> None:
         (2, 0, 3),
     ]  # fmt: skip
     assert spread_ranges(ranges, 3) == ranges  # already enough tasks
+    # No piece under 300 records: partition 0 in two, partition 1 (300) whole.
+    assert [(r.partition, r.start, r.end) for r in spread_ranges(ranges, 8, 300)] == [
+        (0, 0, 300), (0, 300, 600), (1, 100, 400), (2, 0, 3),
+    ]  # fmt: skip
     assert spread_ranges(ranges, None) == ranges

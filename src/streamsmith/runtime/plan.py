@@ -12,7 +12,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from streamsmith.config import ConfValue, PipelineSpec, SinkSpec, SourceSpec, Trigger, parse_trigger
+from streamsmith.config import (
+    ConfValue,
+    PipelineSpec,
+    SinkSpec,
+    SourceSpec,
+    Trigger,
+    parse_duration,
+    parse_trigger,
+)
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
@@ -270,6 +278,10 @@ def _outputs(
         companions.append(("quarantine", quarantine_table(base), QUARANTINE_PARTITION_BY))
     if definition.event_time is not None and definition.record_late:
         companions.append(("late", late_table(base), (BATCH_COLUMN,)))
+    side_trigger = trigger  # catch-up runs, and flows asked to run as fast as possible
+    if not trigger.terminates and trigger.interval_seconds > 0:
+        slowest = max(trigger.interval_seconds, parse_duration(spec.side_interval))
+        side_trigger = Trigger("interval", slowest)
     for companion, table, partition_by in companions:
         outputs.append(
             Output(
@@ -281,7 +293,7 @@ def _outputs(
                 checkpoint=checkpoints / f"{definition.name}__{companion}",
                 partition_by=partition_by,
                 output_mode="append",
-                trigger=trigger,
+                trigger=side_trigger,
             )
         )
     return outputs

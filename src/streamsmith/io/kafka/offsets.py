@@ -147,17 +147,20 @@ def split_ranges(
     return ranges
 
 
-def spread_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+def spread_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, min_records: int = 0
+) -> list[OffsetRange]:
     """Cut ``ranges`` into at least about ``min_partitions`` pieces, each range into a
-    number of pieces in proportion to its size (Spark's ``minPartitions``): one task per
-    topic-partition leaves cores idle when there are fewer partitions than cores, or a
-    number that does not divide evenly among them."""
+    number of pieces in proportion to its size (Spark's ``minPartitions``), but no piece
+    smaller than about ``min_records``: one task per topic-partition leaves cores idle
+    when there are fewer partitions than cores, or a number that does not divide evenly
+    among them, while tiny pieces cost more in task overhead than they save."""
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
     if total <= 0:
         return ranges
-    ideal = total / min_partitions
+    ideal = max(total / min_partitions, min_records, 1)
     spread = []
     for whole in ranges:
         parts = min(max(round(whole.size / ideal), 1), max(whole.size, 1))

@@ -136,6 +136,7 @@ class KafkaSourceOptions:
     adaptive_floor: int | None = None  # adaptive batch sizing between this and the cap
     max_records_per_partition: int | None = None
     min_partitions: int | None = None  # Spark's minPartitions: at least this many tasks
+    min_records_per_partition: int = 0  # but no task smaller than this
     include_headers: bool = False
     poll_timeout_s: float = 120.0
     batch_rows: int = 10_000
@@ -185,6 +186,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         adaptive_floor=_adaptive_floor(opts, max_offsets),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
         min_partitions=_positive(opts, "minpartitions"),
+        min_records_per_partition=_positive(opts, "minrecordsperpartition") or 0,
         include_headers=_boolean(opts, "includeheaders", False),
         poll_timeout_s=(_positive(opts, "polltimeoutms") or 120_000) / 1000,
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
@@ -491,7 +493,11 @@ class _Planner:
             begin.update(self.metadata.earliest(new))
         self._check_data_loss(begin, end)
         ranges = split_ranges(begin, end, self.options.max_records_per_partition)
-        ranges = spread_ranges([r for r in ranges if r.size > 0], self.options.min_partitions)
+        ranges = spread_ranges(
+            [r for r in ranges if r.size > 0],
+            self.options.min_partitions,
+            self.options.min_records_per_partition,
+        )
         return [RangePartition(r) for r in ranges if r.size > 0]
 
     def _check_data_loss(self, begin: Offsets, end: Offsets) -> None:

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from streamsmith.apps.ysb import kafka_sets
+from streamsmith.generate import produce_all
+from streamsmith.generate.ysb import write_ysb, ysb_data
+from streamsmith.io.kafka.broker import start_broker
+from streamsmith.io.lake import replace_static_table, table_path
+from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
+
+YSB_TOPIC = "ysb-ads"
 
 
 def timed(runs: int, action: Callable[[], None]) -> list[float]:
@@ -29,3 +40,21 @@ def timed_rounds(runs: int, actions: Mapping[str, Callable[[], None]]) -> dict[s
             action()
             timings[name].append(time.perf_counter() - started)
     return timings
+
+
+@contextmanager
+def ysb_input(root: Path, events: int, *, kafka: bool) -> Iterator[list[str]]:
+    """YSB input under ``root``: ``events`` ad events as JSON-lines files and the campaigns
+    table and, with ``kafka``, the same events in a 3-partition topic of an embedded
+    broker (up while the context lasts). Yields the ``--set`` lines that point the ysb
+    app at them (none for the files, its default)."""
+    data = ysb_data(events, rate=10_000, chunks=8, seed=1)
+    write_ysb(data, root / "input" / "ysb")
+    replace_static_table(table_path(root, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
+    if not kafka:
+        yield []
+        return
+    with start_broker(root / "broker") as broker:
+        broker.create_topic(YSB_TOPIC, partitions=3)
+        produce_all(broker.bootstrap, YSB_TOPIC, data.lines, [None] * len(data.lines))
+        yield kafka_sets(broker.bootstrap, YSB_TOPIC)

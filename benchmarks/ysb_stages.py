@@ -19,25 +19,19 @@ import dataclasses
 import statistics
 import tempfile
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 
-from _common import timed_rounds
+from _common import timed_rounds, ysb_input
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.apps import get_app
-from streamsmith.apps.ysb import kafka_sets
 from streamsmith.config import SourceSpec, SparkSpec, Trigger, load_spec
-from streamsmith.generate import produce_all
-from streamsmith.generate.ysb import write_ysb, ysb_data
 from streamsmith.io.files import read_files
-from streamsmith.io.kafka.broker import start_broker
-from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.io.sources import read_kafka
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
-from streamsmith.schemas.ysb import AD_EVENT_SCHEMA, CAMPAIGNS_SCHEMA
+from streamsmith.schemas.ysb import AD_EVENT_SCHEMA
 from streamsmith.session import build_session
 from streamsmith.transforms.quarantine import REJECT_REASON
 from streamsmith.transforms.ysb import ad_events
@@ -52,19 +46,10 @@ def main() -> None:
 
     with (
         tempfile.TemporaryDirectory(prefix="streamsmith-bench-stages-") as tmp,
-        ExitStack() as stack,
+        ysb_input(Path(tmp), args.events, kafka=args.kafka) as sets,
     ):
         root = Path(tmp)
-        data = ysb_data(args.events, rate=10_000, chunks=8, seed=1)
         folder = root / "input" / "ysb"
-        write_ysb(data, folder)
-        replace_static_table(table_path(root, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
-        sets = []
-        if args.kafka:
-            broker = stack.enter_context(start_broker(root / "broker"))
-            broker.create_topic(TOPIC, partitions=3)
-            produce_all(broker.bootstrap, TOPIC, data.lines, [None] * len(data.lines))
-            sets = kafka_sets(broker.bootstrap, TOPIC)
         spark = build_session(SparkSpec(master="local[*]"), "bench-ysb-stages")
         base = get_app("ysb")
         spec = load_spec(base.default_spec, sets=sets, storage_root=str(root))
@@ -95,7 +80,6 @@ def main() -> None:
         spark.stop()
 
 
-TOPIC = "ysb-ads"
 VIEWS = "view"  # the event type the query keeps
 
 

@@ -63,8 +63,8 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
 
 # Large Kafka batches are cut into about this many tasks per core (Spark's minPartitions),
 # never into pieces under SPREAD_MIN_RECORDS records: one task per topic-partition left a
-# core idle on a 3-partition topic on 2 cores (YSB catch-up of 1M events: 9.6 s with one
-# task per partition, 7.7 s with 8 tasks), while small always-on batches stay whole.
+# core idle for a third of each batch on a 3-partition topic on 2 cores, while small
+# always-on batches stay whole.
 SPREAD_TASKS_PER_CORE = 4
 SPREAD_MIN_RECORDS = 25_000
 

@@ -145,12 +145,10 @@ def start_late_stream(
             parts = cover.parts(batch_id)
             if parts is None:
                 return None
-            groups: dict[int | None, list[Part] | None] = {}
+            groups: dict[int | None, list[Part]] = {}
             for part in parts:
-                members = groups.setdefault(cover.watermark_before(part.batch), [])
-                assert members is not None
-                members.append(part)
-            return groups
+                groups.setdefault(cover.watermark_before(part.batch), []).append(part)
+            return dict(groups)
         found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id)
         return {watermark: None} if found else None
 
@@ -195,9 +193,9 @@ def start_late_stream(
 def _all_on_time(groups: dict[int, list[Part] | None], facts: FlowFacts, rule: EventTime) -> bool:
     """Whether the flow's batches that read this input saw no event late for their
     watermark: its oldest accepted event was on time (known only for parts)."""
-    parts = [(mark, part) for mark, members in groups.items() for part in members or []]
-    if len(parts) != sum(len(members or [None]) for members in groups.values()):
+    if any(members is None for members in groups.values()):
         return False  # a watermark for the whole batch: no parts to look up
+    parts = [(mark, part) for mark, members in groups.items() for part in members or []]
     seen = facts.of(sorted({part.batch for _, part in parts}))
     if seen is None:
         return False

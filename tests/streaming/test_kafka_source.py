@@ -233,8 +233,13 @@ def test_json_at_the_source_equals_from_json_and_flags_bad_values(
         for i in range(40)
     ]  # fmt: skip
     sparse = [b'{"user_id": "only"}', b'{\n  "n": 5,\n  "user_id": "multi-line"\n}']
-    malformed = [b'{"user_id": "x", "n": "not a number"}', b"[1, 2]", b"{truncated"]
-    produce(topic, valid + sparse + malformed + [b""])
+    malformed = [
+        b'{"user_id": "x", "n": "not a number"}', b"[1, 2]", b"{truncated",
+        b'{"user_id": "two"}{"user_id": "objects"}',  # beside the blank value below
+        b'{"user_id": "half"} {"user_id"', b': "a value"}',  # two halves of an object
+    ]  # fmt: skip
+    nulls = [b"", b"null"]  # a null struct, and an object of nulls (as from_json)
+    produce(topic, valid + sparse + malformed + nulls)
     options = {"subscribe": topic, "startingOffsets": "earliest"}
 
     decoded = kafka(
@@ -251,7 +256,7 @@ def test_json_at_the_source_equals_from_json_and_flags_bad_values(
         good.select("partition", "offset", "json"),
         reference.join(good.select("partition", "offset"), ["partition", "offset"]),
     )
-    assert good.count() == len(valid) + len(sparse) + 1  # the empty value decodes to null
+    assert good.count() == len(valid) + len(sparse) + len(nulls)
     bad = sorted((r.value, r.json_error) for r in decoded.where("json_error IS NOT NULL").collect())
     assert [value for value, _ in bad] == sorted(malformed)
     assert all(error.startswith("invalid JSON value: ") for _, error in bad)

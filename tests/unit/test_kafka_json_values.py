@@ -53,3 +53,21 @@ def test_map_fields_are_reported() -> None:
             pa.map_(pa.string(), pa.string())))]))]
     )  # fmt: skip
     assert unsupported_fields(shape) == ["m", "s.inner"]
+
+
+def test_rows_stay_aligned_with_values_that_hold_two_objects_or_part_of_one() -> None:
+    """Arrow reads objects, not lines: a value with two objects beside a blank one, or an
+    object split over two values, must not shift the rows; each such value is an error."""
+    shape = pa.struct([("a", pa.string()), ("b", pa.int64())])
+    one, nulls = {"a": "1", "b": None}, {"a": None, "b": None}  # JSON null: as from_json
+    for values, rows, bad in (
+        ([b'{"a": "1"}{"a": "2"}', b""], [None, None], [True, False]),
+        ([b'{"a": "1"} {"a"', b': "2"}'], [None, None], [True, True]),
+        ([b'{"a": "}', b'{", "b": 1}', b'{"a": "3"}{"a": "4"}'], [None] * 3, [True] * 3),
+        ([b'{"a": "x\ny"}', b"null", b'\n{"a": "1"}\n'], [None, nulls, one], [True, False, False]),
+        ([b" null", b'{"a": "1"}'], [nulls, one], [False, False]),  # pyarrow 26 crashed
+        ([b'{"a": "1"}', b'{"a": "1"}'], [one, one], [False, False]),
+    ):
+        parsed, errors = decode_json_values(values, shape)
+        assert parsed.to_pylist() == rows, values
+        assert [e is not None for e in errors.to_pylist()] == bad, values

@@ -429,9 +429,10 @@ def to_record_batch(
     else:
         timestamp_types = pa.array([k - 1 if k > 0 else None for k, _ in stamps], pa.int32())
     values = list(map(Message.value, records))
+    value_array = pa.array(values, pa.binary())
     arrays = [
         pa.array(list(map(Message.key, records)), pa.binary()),
-        pa.array(values, pa.binary()),
+        value_array,
         pa.repeat(pa.scalar(offset_range.topic, pa.string()), count),
         pa.repeat(pa.scalar(offset_range.partition, pa.int32()), count),
         pa.array(list(map(Message.offset, records)), pa.int64()),
@@ -444,7 +445,7 @@ def to_record_batch(
         arrays.append(pa.array(headers, type=_ARROW_HEADERS))
         names.append("headers")
     if options.json_type is not None:
-        parsed, errors = decode_json_values(values, options.json_type)
+        parsed, errors = decode_json_values(values, options.json_type, value_array)
         arrays.extend([parsed, errors])
         names.extend(["json", "json_error"])
     return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import PipelineError, run_pipeline
 from streamsmith.runtime.supervisor import plan_monitor
 from streamsmith.testing import ChunkRunner
+from waiting import wait_for
 
 
 def test_event_log_matches_recent_progress_and_reconciles(
@@ -179,14 +178,6 @@ def test_supervisor_retries_then_gives_up_and_tells_everyone(
     assert "***" in status["last_error"] and "s3cret" not in result.output
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 180) -> None:
-    """Poll an always-on run's event log (the run has no end to wait for)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-
-
 def test_file_batches_widen_for_a_backlog_and_narrow_once_caught_up(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -215,9 +206,9 @@ def test_file_batches_widen_for_a_backlog_and_narrow_once_caught_up(
         return sum(e["input_rows"] for e in events("progress"))
 
     try:
-        _wait_for(lambda: bool(events("resize")))
+        wait_for(lambda: bool(events("resize")), "a resize event", 180)
         deliver(12, 4)
-        _wait_for(lambda: rows_read() == 16)
+        wait_for(lambda: rows_read() == 16, "16 rows read", 180)
     finally:
         stop.set()
         runner.join(120)

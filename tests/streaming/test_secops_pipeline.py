@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -40,6 +39,7 @@ from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.runner import backfill, start_queries
 from streamsmith.schemas.security import ASSETS_SCHEMA, FLOW_SCHEMA
 from streamsmith.transforms.secops import host_windows
+from waiting import wait_for
 
 
 def write_chunk(root: Path, data: SecopsData, number: int) -> None:
@@ -122,7 +122,13 @@ def run_slices(spark: SparkSession, root: Path, data: SecopsData, plan: Plan) ->
                 query.processAllAvailable()
         # The last windows close in the no-data batch Spark runs once the watermark has
         # moved; processAllAvailable returns when the input is read, maybe before it.
-        wait_for_rows(spark, table_path(root, "alerts"), len(data.incidents))
+        alerts = table_path(root, "alerts")
+        wait_for(
+            lambda: read_table(spark, alerts).count() >= len(data.incidents),
+            f"{len(data.incidents)} alerts",
+            90,
+            every_s=0.5,
+        )
         for query in queries:
             query.processAllAvailable()
         # Timers clear what they close: the lease tracker's state is the live leases
@@ -133,12 +139,6 @@ def run_slices(spark: SparkSession, root: Path, data: SecopsData, plan: Plan) ->
     finally:
         for query in queries:
             query.stop()
-
-
-def wait_for_rows(spark: SparkSession, table: Path, rows: int, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while read_table(spark, table).count() < rows and time.monotonic() < deadline:
-        time.sleep(0.5)
 
 
 def train_model(spark: SparkSession, root: Path) -> None:

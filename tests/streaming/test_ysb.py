@@ -27,6 +27,7 @@ from streamsmith.monitor.eventlog import read_events
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
+from waiting import wait_for
 
 DELAY = timedelta(seconds=10)
 Produce = Callable[..., None]
@@ -148,10 +149,18 @@ def check_late_events_always_on(
         send(on_time, "on-time")
         lake = table_path(root, "campaign_windows")
         closed = on_time.closed_views(DELAY)
-        wait_for(lambda: is_table(lake) and lake_views(spark, root) == closed)
+        wait_for(
+            lambda: is_table(lake) and lake_views(spark, root) == closed,
+            "the closed windows",
+            every_s=1,
+        )
         send(late, "late")
         late_table = table_path(root, "campaign_windows_late")
-        wait_for(lambda: late_table.exists() and read_table(spark, late_table).count() >= 40)
+        wait_for(
+            lambda: late_table.exists() and read_table(spark, late_table).count() >= 40,
+            "40 late events",
+            every_s=1,
+        )
     finally:
         stop.set()
         pipeline.join()
@@ -176,13 +185,6 @@ def read_rows(root: Path, query: str) -> list[int]:
         if record["event"] == "progress" and record["query"] == query
     }
     return [rows for _, rows in sorted(batches.items()) if rows]
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(1)
 
 
 def test_quarantine_query_reads_only_batches_the_flow_found_dirty(

@@ -20,7 +20,6 @@ before a restart), the side query reads its batch: skipping is never a guess.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.runtime.polling import poll
 from streamsmith.runtime.source_logs import (
     FileSourceLog,
     kafka_offsets,
@@ -108,29 +108,25 @@ class FlowCover:
         """The main query's batches that read side batch ``batch_id``, each with its part;
         waits up to ``wait_s`` while the main query has not planned them, and is None
         when it never will in time (or its logs no longer say)."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            found = self._cover(batch_id)
-            if isinstance(found, list):
-                return found
-            if found is NEVER:
-                log.warning(
-                    "side batch %s of %s: the logs of %s no longer say which batch read its input",
-                    batch_id,
-                    self.own,
-                    self.flow,
-                )
-                return None
-            if time.monotonic() > deadline:
-                log.warning(
-                    "side batch %s of %s: %s has not read its input within %.0f s",
-                    batch_id,
-                    self.own,
-                    self.flow,
-                    wait_s,
-                )
-                return None
-            time.sleep(0.2)
+        found = poll(lambda: self._cover(batch_id), wait_s)
+        if isinstance(found, list):
+            return found
+        if found is NEVER:
+            log.warning(
+                "side batch %s of %s: the logs of %s no longer say which batch read its input",
+                batch_id,
+                self.own,
+                self.flow,
+            )
+        else:
+            log.warning(
+                "side batch %s of %s: %s has not read its input within %.0f s",
+                batch_id,
+                self.own,
+                self.flow,
+                wait_s,
+            )
+        return None
 
     def watermark_before(self, batch: int) -> int | None:
         """The watermark (µs, None before the first) the main query's batch ``batch``
@@ -245,26 +241,30 @@ class FlowFacts:
     def of(self, batches: Sequence[int]) -> dict[int, Facts] | None:
         """Facts of every batch in ``batches``; None when one is unknown. Waits (up to
         ``wait_s``) while the main query runs here and has yet to finish one of them."""
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            query = self._query()
-            if query is not None:
-                self._collect(query)
-            found = {batch: self._seen[batch] for batch in batches if batch in self._seen}
-            if len(found) == len(batches) and None not in found.values():
-                return {batch: facts for batch, facts in found.items() if facts is not None}
-            if None in found.values():
-                log.debug("%s: no observed metric in batches %s", self.query_name, batches)
-                return None
-            if query is None or time.monotonic() > deadline or self._passed(batches):
-                log.debug(
-                    "%s: batches %s unknown (%s)",
-                    self.query_name,
-                    batches,
-                    "not running here" if query is None else "report gone or waited too long",
-                )
-                return None
-            time.sleep(0.2)
+        found = poll(lambda: self._lookup(batches), self.wait_s)
+        return found if isinstance(found, dict) else None
+
+    def _lookup(self, batches: Sequence[int]) -> dict[int, Facts] | Literal[False] | None:
+        """The facts of ``batches``; False when they cannot be known here, None when the
+        main query has yet to finish one of them."""
+        query = self._query()
+        if query is not None:
+            self._collect(query)
+        found = {batch: self._seen[batch] for batch in batches if batch in self._seen}
+        if len(found) == len(batches) and None not in found.values():
+            return {batch: facts for batch, facts in found.items() if facts is not None}
+        if None in found.values():
+            log.debug("%s: no observed metric in batches %s", self.query_name, batches)
+            return False
+        if query is None or self._passed(batches):
+            log.debug(
+                "%s: batches %s unknown (%s)",
+                self.query_name,
+                batches,
+                "not running here" if query is None else "their report is gone",
+            )
+            return False
+        return None
 
     def _query(self) -> StreamingQuery | None:
         return next((q for q in self.spark.streams.active if q.name == self.query_name), None)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -53,6 +52,7 @@ from streamsmith.runtime.flow_batches import (
     SourceKind,
     watermark_before,
 )
+from streamsmith.runtime.polling import poll
 from streamsmith.runtime.source_logs import offset_log_entry
 from streamsmith.transforms.events import may_be_late, too_late
 from streamsmith.transforms.quarantine import POSITION, SOURCE_FILE
@@ -239,25 +239,25 @@ def flow_late_watermark(
     own = offset_log_entry(own_checkpoint / "offsets" / str(batch_id))
     if own is None:
         return False, None
-    deadline = time.monotonic() + wait_s
-    while True:
+
+    def first_match() -> int | None:
         entries = {
             int(file.name): entry
             for file in (flow_checkpoint / "offsets").glob("[0-9]*")
             if (entry := offset_log_entry(file)) is not None
         }
-        match = min((i for i, e in entries.items() if e[1] == own[1]), default=None)
-        if match is not None:
-            return True, watermark_before(flow_checkpoint, match)
-        if time.monotonic() > deadline:
-            log.warning(
-                "late events of batch %s: the flow query %s never read the same input; "
-                "using the watermark of earlier batches instead",
-                batch_id,
-                flow_checkpoint,
-            )
-            return False, None
-        time.sleep(0.2)
+        return min((i for i, e in entries.items() if e[1] == own[1]), default=None)
+
+    match = poll(first_match, wait_s)
+    if match is None:
+        log.warning(
+            "late events of batch %s: the flow query %s never read the same input; "
+            "using the watermark of earlier batches instead",
+            batch_id,
+            flow_checkpoint,
+        )
+        return False, None
+    return True, watermark_before(flow_checkpoint, match)
 
 
 def describe_rule(rule: EventTime) -> str:

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from pyspark.sql import SparkSession
+
+from streamsmith.apps import get_app
 from streamsmith.apps.ysb import kafka_sets
+from streamsmith.config import PipelineSpec, SparkSpec, Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
 from streamsmith.io.kafka.broker import start_broker
 from streamsmith.io.lake import replace_static_table, table_path
+from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
+from streamsmith.session import build_session
 
 YSB_TOPIC = "ysb-ads"
 
@@ -58,3 +68,39 @@ def ysb_input(root: Path, events: int, *, kafka: bool) -> Iterator[list[str]]:
         broker.create_topic(YSB_TOPIC, partitions=3)
         produce_all(broker.bootstrap, YSB_TOPIC, data.lines, [None] * len(data.lines))
         yield kafka_sets(broker.bootstrap, YSB_TOPIC)
+
+
+def ysb_arguments(doc: str, runs: int, runs_help: str) -> argparse.Namespace:
+    """``--events``, ``--runs`` and ``--kafka``, as the YSB profiling scripts take them."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=runs, help=runs_help)
+    parser.add_argument("--kafka", action="store_true", help="read from an embedded broker")
+    return parser.parse_args()
+
+
+@contextmanager
+def ysb_bench(
+    name: str, events: int, *, kafka: bool
+) -> Iterator[tuple[Path, SparkSession, PipelineSpec]]:
+    """A temporary storage root holding the YSB input (:func:`ysb_input`), a ``local[*]``
+    session, and the ysb app's spec over that input."""
+    with (
+        tempfile.TemporaryDirectory(prefix=f"streamsmith-bench-{name}-") as tmp,
+        ysb_input(Path(tmp), events, kafka=kafka) as sets,
+    ):
+        root = Path(tmp)
+        spark = build_session(SparkSpec(master="local[*]"), f"bench-ysb-{name}")
+        try:
+            yield root, spark, load_spec(get_app("ysb").default_spec, sets=sets, storage_root=tmp)
+        finally:
+            spark.stop()
+
+
+def ysb_catch_up(spec: PipelineSpec, **changes: Any) -> Plan:
+    """An ``available-now`` plan of the ysb app, its first flow changed by ``changes``
+    (``quarantine=False``, ``record_late=False``: the table query alone)."""
+    base = get_app("ysb")
+    flow = dataclasses.replace(base.flows[0], **changes)
+    return build_plan(dataclasses.replace(base, flows=(flow, base.flows[1])), spec,
+                      Trigger("available-now"))  # fmt: skip

@@ -14,45 +14,24 @@ first.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import statistics
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import ysb_input
+from _common import ysb_arguments, ysb_bench, ysb_catch_up
 
-from streamsmith.apps import get_app
-from streamsmith.config import SparkSpec, Trigger, load_spec
 from streamsmith.monitor.eventlog import read_events
-from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
-from streamsmith.session import build_session
 
 COLUMNS = ("wall", "start", "addBatch", "batch rest", "no-data batch")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=5, help="the first is left out of the median")
-    parser.add_argument("--kafka", action="store_true", help="read from an embedded broker")
-    args = parser.parse_args()
-
-    with (
-        tempfile.TemporaryDirectory(prefix="streamsmith-bench-phases-") as tmp,
-        ysb_input(Path(tmp), args.events, kafka=args.kafka) as sets,
-    ):
-        root = Path(tmp)
-        spark = build_session(SparkSpec(master="local[*]"), "bench-ysb-phases")
-        base = get_app("ysb")
-        alone = dataclasses.replace(base.flows[0], record_late=False, quarantine=False)
-        app = dataclasses.replace(base, flows=(alone, base.flows[1]))
-        spec = load_spec(base.default_spec, sets=sets, storage_root=str(root))
-        plan = build_plan(app, spec, Trigger("available-now"))
+    args = ysb_arguments(__doc__, 5, "the first is left out of the median")
+    with ysb_bench("phases", args.events, kafka=args.kafka) as (root, spark, spec):
+        plan = ysb_catch_up(spec, record_late=False, quarantine=False)
         print(f"{'seconds, ' + ('Kafka' if args.kafka else 'files'):<12}"
               + "".join(f"{c:>15}" for c in COLUMNS))  # fmt: skip
         rows = []
@@ -66,7 +45,6 @@ def main() -> None:
         kept = rows[1:] or rows
         medians = [statistics.median(column) for column in zip(*kept, strict=True)]
         print(f"{'median':<12}" + "".join(f"{v:>15.2f}" for v in medians))
-        spark.stop()
 
 
 def phases(root: Path, started: float, wall: float) -> list[float]:

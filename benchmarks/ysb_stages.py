@@ -14,45 +14,26 @@ values), the source decoding JSON, and the app's parse on top of it.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import statistics
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
-from _common import timed_rounds, ysb_input
+from _common import timed_rounds, ysb_arguments, ysb_bench, ysb_catch_up
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamsmith.apps import get_app
-from streamsmith.config import SourceSpec, SparkSpec, Trigger, load_spec
+from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
 from streamsmith.io.sources import read_kafka
-from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
 from streamsmith.schemas.ysb import AD_EVENT_SCHEMA
-from streamsmith.session import build_session
 from streamsmith.transforms.quarantine import REJECT_REASON
 from streamsmith.transforms.ysb import ad_events
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=4, help="per stage; the first is discarded")
-    parser.add_argument("--kafka", action="store_true", help="read from an embedded broker")
-    args = parser.parse_args()
-
-    with (
-        tempfile.TemporaryDirectory(prefix="streamsmith-bench-stages-") as tmp,
-        ysb_input(Path(tmp), args.events, kafka=args.kafka) as sets,
-    ):
-        root = Path(tmp)
+    args = ysb_arguments(__doc__, 4, "per stage; the first is discarded")
+    with ysb_bench("stages", args.events, kafka=args.kafka) as (root, spark, spec):
         folder = root / "input" / "ysb"
-        spark = build_session(SparkSpec(master="local[*]"), "bench-ysb-stages")
-        base = get_app("ysb")
-        spec = load_spec(base.default_spec, sets=sets, storage_root=str(root))
         print(f"{'stage (warm median, rounds interleaved)':<52}{'seconds':>8}")
         streams = {}
         for label, changes in (
@@ -60,9 +41,7 @@ def main() -> None:
             ("stream: table + quarantine", {"record_late": False}),
             ("stream: table + quarantine + late events", {}),
         ):
-            flow = dataclasses.replace(base.flows[0], **changes)
-            app = dataclasses.replace(base, flows=(flow, base.flows[1]))
-            plan = build_plan(app, spec, Trigger("available-now"))
+            plan = ysb_catch_up(spec, **changes)
 
             def run(plan=plan) -> None:  # type: ignore[no-untyped-def]
                 full_refresh(plan)
@@ -72,12 +51,11 @@ def main() -> None:
         for label, timings in timed_rounds(args.runs, streams).items():
             report(label, timings)
 
-        source = build_plan(base, spec, Trigger("available-now")).flows[0].source
+        source = ysb_catch_up(spec).flows[0].source
         for label, timings in timed_rounds(
             args.runs, batch_stages(spark, source, str(folder))
         ).items():
             report(label, timings)
-        spark.stop()
 
 
 VIEWS = "view"  # the event type the query keeps

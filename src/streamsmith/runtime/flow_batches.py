@@ -242,6 +242,8 @@ class FlowFacts:
         """Facts of every batch in ``batches``; None when one is unknown. Waits (up to
         ``wait_s``) while the main query runs here and has yet to finish one of them."""
         found = poll(lambda: self._lookup(batches), self.wait_s)
+        if found is None:
+            log.debug("%s: batches %s unknown after %.0f s", self.query_name, batches, self.wait_s)
         return found if isinstance(found, dict) else None
 
     def _lookup(self, batches: Sequence[int]) -> dict[int, Facts] | Literal[False] | None:

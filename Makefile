@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint format bench peers clean
+.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint format bench peers peers-flink clean
 
 setup: java postgres $(VENV)/.installed
 
@@ -82,6 +82,16 @@ peers: $(PEERS_VENV)/.installed
 $(PEERS_VENV)/.installed:
 	@[ -x $(PEERS_VENV)/bin/python ] || $(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/python -m pip install -q quixstreams==3.28.1 bytewax==0.21.1 pathway==0.33.0
+	@touch $@
+
+# PyFlink (benchmarks/peers/pyflink_ysb.py) in a virtualenv of its own: its pins (pyarrow 16,
+# protobuf 5, py4j 0.10.9.7, apache-beam) clash with PySpark's and with the other peers'.
+FLINK_VENV := .venv-flink
+peers-flink: $(FLINK_VENV)/.installed
+
+$(FLINK_VENV)/.installed:
+	@[ -x $(FLINK_VENV)/bin/python ] || $(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install -q apache-flink==2.3.0
 	@touch $@
 
 demo-cloudtrail: setup

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from streamsmith.apps import get_app
 from streamsmith.apps.ysb import kafka_sets
@@ -104,3 +105,23 @@ def ysb_catch_up(spec: PipelineSpec, **changes: Any) -> Plan:
     flow = dataclasses.replace(base.flows[0], **changes)
     return build_plan(dataclasses.replace(base, flows=(flow, base.flows[1])), spec,
                       Trigger("available-now"))  # fmt: skip
+
+
+def bare_query(events: DataFrame, campaigns: DataFrame, out: Path):  # type: ignore[no-untyped-def]
+    """YSB as a user writes it in plain Spark: no quarantine, no late-event record."""
+    views = (
+        events.withWatermark("event_time", "10 seconds")
+        .where("event_type = 'view'")
+        .select("ad_id", "event_time")
+        .join(F.broadcast(campaigns), "ad_id")
+        .groupBy(F.window("event_time", "10 seconds"), "campaign_id")
+        .count()
+    )
+    return (
+        views.writeStream.format("parquet")
+        .option("path", str(out / "table"))
+        .option("checkpointLocation", str(out / "checkpoint"))
+        .outputMode("append")
+        .trigger(availableNow=True)
+        .start()
+    )

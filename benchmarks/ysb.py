@@ -21,7 +21,9 @@ warm). Printed, in events/s:
   (JVM start included): what a scheduled run pays each time;
 - with ``--peers``, the same query in Quix Streams, Bytewax and Pathway from the same
   topic (``benchmarks/peers``, run in ``.venv-peers``: ``make peers``), each timed from
-  its first to its last input event; the Spark paths are then also printed on that
+  its first to its last input event, and in PyFlink from the same files (``make
+  peers-flink``; Flink's Kafka connector is not in its wheel), timed by Flink's own
+  figure for the job; the Spark paths are then also printed on that
   clock (first data batch's start to the last one's end), which leaves out what the
   peers' figures leave out: query start and the final no-data batch.
 
@@ -39,10 +41,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import timed_rounds
+from _common import bare_query, timed_rounds
 from confluent_kafka import Consumer, TopicPartition
 from pyarrow import json as pa_json
 from pyspark.sql import DataFrame, SparkSession
@@ -103,23 +106,40 @@ def main() -> None:
     report(lines, timings, cold)
 
 
-PEERS = {"Quix Streams, Kafka": "quix_ysb.py", "Bytewax, Kafka": "bytewax_ysb.py",
-         "Pathway, Kafka": "pathway_ysb.py"}  # fmt: skip
+@dataclass(frozen=True)
+class Peer:
+    """A peer script (``benchmarks/peers``), the virtualenv it runs in and what it reads."""
+
+    script: str
+    venv: str = ".venv-peers"  # made by `make peers`
+    reads: str = "kafka"  # or "files": the JSON-lines folder
+
+
+FLINK = "PyFlink, files"
+PEERS = {
+    "Quix Streams, Kafka": Peer("quix_ysb.py"),
+    "Bytewax, Kafka": Peer("bytewax_ysb.py"),
+    "Pathway, Kafka": Peer("pathway_ysb.py"),
+    FLINK: Peer("pyflink_ysb.py", venv=".venv-flink", reads="files"),
+}
 
 
 def run_peers(
     root: Path, broker: EmbeddedBroker, campaigns: list[tuple[str, str]], lines: int
 ) -> dict[str, float]:
-    """Each peer script in the peers' virtualenv; seconds per peer that read everything."""
-    python = Path(__file__).resolve().parent.parent / ".venv-peers" / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"{python} is missing: run `make peers` first")
+    """Each peer script in its virtualenv; seconds per peer that read everything, on its
+    own clock (PyFlink's: Flink's time for the job, its local cluster's start left out)."""
     lookup = root / "campaigns.json"
     lookup.write_text(json.dumps(campaigns), encoding="utf-8")
-    folder = Path(__file__).resolve().parent / "peers"
+    here = Path(__file__).resolve().parent
     seconds = {}
-    for name, script in PEERS.items():
-        command = [str(python), str(folder / script), broker.bootstrap, TOPIC, str(lookup),
+    for name, peer in PEERS.items():
+        python = here.parent / peer.venv / "bin" / "python"
+        if not python.exists():
+            print(f"{name}: {python} is missing (`make peers`, `make peers-flink`); left out")
+            continue
+        source = [broker.bootstrap, TOPIC] if peer.reads == "kafka" else [str(root / "input/ysb")]
+        command = [str(python), str(here / "peers" / peer.script), *source, str(lookup),
                    str(lines)]  # fmt: skip
         done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
@@ -132,7 +152,7 @@ def run_peers(
             continue
         short = f"; read {read} of {lines} events, rate scaled to all" if read < lines else ""
         print(f"{name}: {result['windows']} windows closed{short}")
-        seconds[name] = result["seconds"] * lines / read
+        seconds[name] = result.get("job_seconds", result["seconds"]) * lines / read
     return seconds
 
 
@@ -221,26 +241,6 @@ def _processing_seconds(batches: list[tuple[str, int]]) -> float:
     return (max(ends) - min(starts)).total_seconds()
 
 
-def bare_query(events: DataFrame, campaigns: DataFrame, out: Path):  # type: ignore[no-untyped-def]
-    """YSB as a user writes it in plain Spark: no quarantine, no late-event record."""
-    views = (
-        events.withWatermark("event_time", "10 seconds")
-        .where("event_type = 'view'")
-        .select("ad_id", "event_time")
-        .join(F.broadcast(campaigns), "ad_id")
-        .groupBy(F.window("event_time", "10 seconds"), "campaign_id")
-        .count()
-    )
-    return (
-        views.writeStream.format("parquet")
-        .option("path", str(out / "table"))
-        .option("checkpointLocation", str(out / "checkpoint"))
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
-    )
-
-
 def arrow_decode(folder: Path) -> None:
     """Every file decoded into an Arrow table (types inferred), all cores."""
     for path in sorted(folder.glob("*.json")):
@@ -294,11 +294,13 @@ def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> N
     ):  # fmt: skip
         if top in rates and bottom in rates:
             print(f"  {label:<44}{rates[top] / rates[bottom]:.2f}")
-    peers = {name: rate for name, rate in rates.items() if name in PEERS}
+    peers = {name: rates[name] for name, p in PEERS.items() if p.reads == "kafka" and name in rates}
     if peers:
         best = max(peers, key=peers.__getitem__)
         ratio = rates["streamsmith app, Kafka"] / peers[best]
         print(f"  {'app / best peer, Kafka (goal >= 2)':<44}{ratio:.2f} ({best})")
+    if FLINK in rates:
+        print(f"  {'app / PyFlink, files':<44}{rates['streamsmith app, files'] / rates[FLINK]:.2f}")
     print("on the peers' clock (first data batch's start to last one's end: no query start):")
     processing = {}
     for key, name in (
@@ -315,6 +317,9 @@ def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> N
     if peers and "streamsmith app, Kafka" in processing:
         ratio = processing["streamsmith app, Kafka"] / peers[best]
         print(f"  {'app / best peer, Kafka, same clock':<44}{ratio:.2f} ({best})")
+    if FLINK in rates and "streamsmith app, files" in processing:
+        ratio = processing["streamsmith app, files"] / rates[FLINK]
+        print(f"  {'app / PyFlink, files, same clock':<44}{ratio:.2f}")
 
 
 if __name__ == "__main__":

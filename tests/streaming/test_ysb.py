@@ -24,6 +24,7 @@ from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import is_table, read_table, replace_static_table, table_path
 from streamsmith.monitor.eventlog import read_events
+from streamsmith.runtime.flow_batches import FLOW_METRIC
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
@@ -69,6 +70,24 @@ def test_views_per_campaign_and_window_from_files_to_the_lake_and_postgresql(
         rows = conn.execute("SELECT campaign_id, window_start, views FROM campaign_windows")
         upserted = Counter({(c, w.replace(tzinfo=UTC)): n for c, w, n in rows.fetchall()})
     assert upserted == data.views
+    # Only the flow with side queries reports its rejects per batch, which needs every
+    # line parsed; the PostgreSQL flow has none, so Spark's JSON reader skips non-views.
+    assert flow_reports(tmp_path, "ysb.campaign_windows") == (len(data.lines), True)
+    read, reported = flow_reports(tmp_path, "ysb.campaign_windows_pg")
+    assert not reported  # views only, and the broken lines the reader passes on unfiltered
+    assert sum(data.views.values()) <= read <= sum(data.views.values()) + data.corrupt
+
+
+def flow_reports(root: Path, query: str) -> tuple[int, bool]:
+    """``query``'s input rows over all its batches, and whether any batch carried the
+    flow's per-batch report (the metric its side queries skip by)."""
+    progress = [
+        json.loads(record["progress"])
+        for record in read_events(root, "ysb")
+        if record["event"] == "progress" and record["query"] == query
+    ]
+    rows = sum(p["numInputRows"] for p in progress)
+    return rows, any(FLOW_METRIC in p.get("observedMetrics", {}) for p in progress)
 
 
 def test_views_from_kafka_with_json_decoded_at_the_source(

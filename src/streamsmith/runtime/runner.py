@@ -103,10 +103,13 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
         return FlowFrames(definition.transform(source, **inputs), None)
     tagged = definition.prepare(source)
     # The main query reports its rejects and oldest event time per batch, so the side
-    # queries can skip the batches that hold nothing for them.
+    # queries can skip the batches that hold nothing for them. The report needs every
+    # row parsed (Spark then cannot push the transform's filters into a JSON reader), so
+    # a flow without side queries goes without it.
     rule = definition.event_time
     late_time = rule.column if rule is not None and definition.record_late else None
-    counted = observe_flow(tagged, late_time) if streaming else tagged
+    reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
+    counted = observe_flow(tagged, late_time) if reported else tagged
     return FlowFrames(definition.transform(_accepted(counted), **inputs), tagged)
 
 

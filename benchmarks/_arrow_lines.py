@@ -50,13 +50,19 @@ class _Reader(DataSourceReader):
         for first in range(0, len(lines), ROWS_PER_BATCH):
             chunk = lines[first : first + ROWS_PER_BATCH]
             parsed, errors = decode_json_values(chunk, struct_type)  # type: ignore[arg-type]
-            raw = pa.array(
-                [None if e is None else v.decode("utf-8", "replace")
-                 for v, e in zip(chunk, errors.to_pylist(), strict=True)], pa.string()
-            ) if errors.null_count < len(errors) else pa.nulls(len(chunk), pa.string())  # fmt: skip
             columns = [parsed.field(index) for index in range(parsed.type.num_fields)]
-            columns += [pa.repeat(pa.scalar(partition.path), len(chunk)), raw, errors]
+            where = pa.repeat(pa.scalar(partition.path), len(chunk))
+            columns += [where, _raw(chunk, errors), errors]
             yield pa.RecordBatch.from_arrays(columns, names=[*self.record.fieldNames(), *TAGS])
+
+
+def _raw(lines: list[bytes], errors: pa.StringArray) -> pa.StringArray:
+    """The line itself where it failed to decode, as the quarantine keeps it; else null."""
+    if errors.null_count == len(errors):  # every line decoded
+        return pa.nulls(len(lines), pa.string())
+    kept = [None if e is None else v.decode("utf-8", "replace")
+            for v, e in zip(lines, errors.to_pylist(), strict=True)]  # fmt: skip
+    return pa.array(kept, pa.string())
 
 
 def read_arrow_lines(spark: SparkSession, folder: str, schema: StructType) -> DataFrame:

@@ -87,6 +87,29 @@ def test_batch_read_schema_and_offset_ranges(
     ]  # fmt: skip
 
 
+def test_small_batches_pack_partitions_into_few_tasks(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce
+) -> None:
+    produce(topic, events(90))  # 30 records in each of the topic's 3 partitions
+
+    def tasks_and_rows(**options: str) -> tuple[int, list[tuple[int, int, int]]]:
+        frame = kafka(spark, broker, stream=False, subscribe=topic, **options)
+        rows = frame.select("partition", "offset", "value").collect()
+        read = [(r.partition, r.offset, json.loads(r.value)["n"]) for r in rows]
+        return frame.rdd.getNumPartitions(), read
+
+    whole, every_range = tasks_and_rows()
+    packed, packed_rows = tasks_and_rows(minRecordsPerPartition="50")
+    pairs, pair_rows = tasks_and_rows(minRecordsPerPartition="25")
+
+    assert (whole, packed, pairs) == (3, 1, 3)  # 25: each partition's 30 reach the floor
+    assert sorted(packed_rows) == sorted(every_range) == sorted(pair_rows)
+    assert sorted(n for _, _, n in packed_rows) == list(range(90))
+    for partition in range(3):  # one task reads each partition in offset order
+        offsets = [offset for p, offset, _ in packed_rows if p == partition]
+        assert offsets == list(range(30))
+
+
 def test_stream_from_earliest_respects_max_offsets_per_trigger(
     spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
 ) -> None:

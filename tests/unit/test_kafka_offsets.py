@@ -11,6 +11,7 @@ from streamsmith.io.kafka.offsets import (
     cap_by_rows,
     from_json_dict,
     parse_offset_spec,
+    plan_tasks,
     resolve,
     split_ranges,
     spread_ranges,
@@ -150,3 +151,32 @@ def test_min_partitions_spreads_ranges_in_proportion_to_their_size() -> None:
         (0, 0, 300), (0, 300, 600), (1, 100, 400), (2, 0, 3),
     ]  # fmt: skip
     assert spread_ranges(ranges, None) == ranges
+
+
+def test_small_ranges_are_packed_into_tasks_of_at_least_min_records() -> None:
+    ranges = [
+        OffsetRange("t", 0, 0, 4_000), OffsetRange("t", 1, 0, 3_000),
+        OffsetRange("t", 2, 0, 90_000), OffsetRange("t", 3, 0, 5_000),
+        OffsetRange("t", 4, 0, 1_000),
+    ]  # fmt: skip
+
+    def tasks(min_partitions: int | None, min_records: int) -> list[list[tuple[int, int, int]]]:
+        planned = plan_tasks(ranges, min_partitions, min_records)
+        return [[(r.partition, r.start, r.end) for r in task] for task in planned]
+
+    # Partition 2 alone reaches the floor; 0 and 1 make one task of 7,000, and the short
+    # rest (5,000 and 1,000) joins it rather than run as a task of its own.
+    assert tasks(None, 6_500) == [
+        [(2, 0, 90_000)],
+        [(0, 0, 4_000), (1, 0, 3_000), (3, 0, 5_000), (4, 0, 1_000)],
+    ]
+    assert tasks(None, 3_500) == [
+        [(0, 0, 4_000)], [(2, 0, 90_000)], [(3, 0, 5_000)], [(1, 0, 3_000), (4, 0, 1_000)],
+    ]  # fmt: skip
+    # Large ranges are still spread over tasks, small ones packed beside them.
+    assert tasks(4, 30_000) == [
+        [(2, 0, 30_000)], [(2, 30_000, 60_000)], [(2, 60_000, 90_000)],
+        [(0, 0, 4_000), (1, 0, 3_000), (3, 0, 5_000), (4, 0, 1_000)],
+    ]  # fmt: skip
+    # Without a floor every range is a task of its own, as Spark's source plans them.
+    assert tasks(None, 0) == [[(r.partition, r.start, r.end)] for r in ranges]

@@ -63,8 +63,9 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
 
 # Large Kafka batches are cut into about this many tasks per core (Spark's minPartitions),
 # never into pieces under SPREAD_MIN_RECORDS records: one task per topic-partition left a
-# core idle for a third of each batch on a 3-partition topic on 2 cores, while small
-# always-on batches stay whole.
+# core idle for a third of each batch on a 3-partition topic on 2 cores. Small always-on
+# batches go the other way: their partitions' ranges are packed into tasks of at least
+# SPREAD_MIN_RECORDS records (``streamsmith.io.kafka.offsets.plan_tasks``).
 SPREAD_TASKS_PER_CORE = 4
 SPREAD_MIN_RECORDS = 25_000
 

@@ -169,3 +169,31 @@ def spread_ranges(
             last = whole.start + whole.size * (index + 1) // parts
             spread.append(OffsetRange(whole.topic, whole.partition, first, last))
     return spread
+
+
+def plan_tasks(
+    ranges: list[OffsetRange], min_partitions: int | None, min_records: int = 0
+) -> list[tuple[OffsetRange, ...]]:
+    """The ranges each Spark task reads: ranges of at least ``min_records`` records
+    spread as :func:`spread_ranges` does, smaller ones packed together until a task
+    holds at least that many (a short last group joins the one before).
+
+    Every task pays a fixed cost (a Python worker's turn, a consumer, an Arrow batch)
+    that dwarfs reading a few thousand records: an always-on batch of 10,000 records on
+    a 3-partition topic read them in two waves of tasks on 2 cores. A task reads its
+    ranges one after another, so each partition is still read in offset order.
+    """
+    large = [piece for piece in ranges if piece.size >= min_records]
+    tasks = [(piece,) for piece in spread_ranges(large, min_partitions, min_records)]
+    groups: list[list[OffsetRange]] = [[]]
+    for piece in (piece for piece in ranges if piece.size < min_records):
+        if _records(groups[-1]) >= min_records:
+            groups.append([])
+        groups[-1].append(piece)
+    if len(groups) > 1 and _records(groups[-1]) < min_records:
+        groups[-2].extend(groups.pop())
+    return tasks + [tuple(group) for group in groups if group]
+
+
+def _records(ranges: list[OffsetRange]) -> int:
+    return sum(piece.size for piece in ranges)

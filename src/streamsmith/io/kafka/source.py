@@ -73,9 +73,9 @@ from streamsmith.io.kafka.offsets import (
     cap_by_rows,
     from_json_dict,
     parse_offset_spec,
+    plan_tasks,
     resolve,
     split_ranges,
-    spread_ranges,
     to_json_dict,
 )
 from streamsmith.io.kafka.range_cache import (
@@ -326,9 +326,9 @@ def _positive(opts: Mapping[str, str], key: str) -> int | None:
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
-    """A Spark task's share of a batch: one topic-partition range."""
+    """A Spark task's share of a batch: topic-partition ranges, read in this order."""
 
-    range: OffsetRange
+    ranges: tuple[OffsetRange, ...]
 
 
 def read_range(options: KafkaSourceOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -494,12 +494,12 @@ class _Planner:
             begin.update(self.metadata.earliest(new))
         self._check_data_loss(begin, end)
         ranges = split_ranges(begin, end, self.options.max_records_per_partition)
-        ranges = spread_ranges(
+        tasks = plan_tasks(
             [r for r in ranges if r.size > 0],
             self.options.min_partitions,
             self.options.min_records_per_partition,
         )
-        return [RangePartition(r) for r in ranges if r.size > 0]
+        return [RangePartition(task) for task in tasks]
 
     def _check_data_loss(self, begin: Offsets, end: Offsets) -> None:
         earliest = self.metadata.earliest([tp for tp in end if end[tp] > begin.get(tp, end[tp])])
@@ -568,7 +568,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        cache, offset_range = self.options.range_cache, partition.range
+        for offset_range in partition.ranges:
+            yield from self._read_range(offset_range)
+
+    def _read_range(self, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+        cache = self.options.range_cache
         if cache is None or offset_range.size <= 0:
             return read_range(self.options, offset_range)
         return cache.read(
@@ -613,7 +617,8 @@ class KafkaBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        return read_range(self.options, partition.range)
+        for offset_range in partition.ranges:
+            yield from read_range(self.options, offset_range)
 
 
 class KafkaDataSource(DataSource):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import statistics
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +129,40 @@ def bare_query(events: DataFrame, campaigns: DataFrame, out: Path):  # type: ign
         .trigger(availableNow=True)
         .start()
     )
+
+
+# Spark's UI on a loopback port Spark picks, for :func:`print_stages` (a local master binds
+# its UI to SPARK_LOCAL_IP, which streamsmith sets to 127.0.0.1).
+STAGES_UI_CONF = {"spark.ui.enabled": "true", "spark.ui.port": "0"}
+
+
+def print_stages(spark: SparkSession, after: float = 0.0) -> None:
+    """Where a run's micro-batches spent their time, from Spark's own stage records: per
+    kind of stage (its call site and task count), how many ran and their wall time from
+    first task to completion. Needs a session built with ``STAGES_UI_CONF``; stages that
+    started before ``after`` (epoch seconds: a warm-up) are left out."""
+    url = spark.sparkContext.uiWebUrl
+    if url is None:
+        raise SystemExit("Spark's UI is off: build the session with STAGES_UI_CONF")
+    base = f"{url}/api/v1/applications/{spark.sparkContext.applicationId}"
+    with urllib.request.urlopen(f"{base}/stages?status=complete") as answer:
+        stages = json.load(answer)
+    kinds: dict[tuple[str, int], list[float]] = {}
+    for stage in stages:
+        if not stage.get("firstTaskLaunchedTime") or not stage.get("completionTime"):
+            continue
+        first = _ui_time(stage["firstTaskLaunchedTime"])
+        if first >= after:
+            wall = _ui_time(stage["completionTime"]) - first
+            kinds.setdefault((stage["name"], stage["numTasks"]), []).append(wall * 1000)
+    print(f"{'stage (call site)':<52}{'tasks':>6}{'stages':>8}{'median ms':>10}{'p90 ms':>8}")
+    for (name, tasks), walls in sorted(kinds.items(), key=lambda kind: -len(kind[1])):
+        walls.sort()
+        print(f"{name[-52:]:<52}{tasks:>6}{len(walls):>8}{statistics.median(walls):>10,.0f}"
+              f"{walls[int(0.9 * (len(walls) - 1))]:>8,.0f}")  # fmt: skip
+
+
+def _ui_time(text: str) -> float:
+    """Epoch seconds of a time in Spark's REST answers (``2026-11-24T15:21:03.123GMT``)."""
+    moment = datetime.strptime(text.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+    return moment.replace(tzinfo=UTC).timestamp()

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+from _common import STAGES_UI_CONF, print_stages
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
@@ -56,6 +57,11 @@ def main() -> None:
         help="run only the PostgreSQL flow (no lake table, quarantine or late-events queries)",
     )  # fmt: skip
     parser.add_argument("--set", action="append", default=[], help="a spec setting KEY=VALUE")
+    parser.add_argument("--partitions", type=int, default=3, help="of the topic")
+    parser.add_argument(
+        "--stages", action="store_true",
+        help="also print Spark's stage times after the warm-up (turns Spark's UI on)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamsmith-bench-latency-") as tmp:
@@ -64,7 +70,7 @@ def main() -> None:
         campaigns = ysb_campaigns()
         replace_static_table(table_path(root, "ysb_campaigns"), campaigns, CAMPAIGNS_SCHEMA)
         with start_broker(root / "broker") as broker, running_postgres(root / "pg") as pg:
-            broker.create_topic(TOPIC, partitions=3)
+            broker.create_topic(TOPIC, partitions=args.partitions)
             app = get_app("ysb")
             spec = load_spec(
                 app.default_spec,
@@ -79,7 +85,8 @@ def main() -> None:
             )
             trigger = parse_trigger(args.trigger) if args.trigger else None
             plan = build_plan(app, spec, trigger)
-            spark = build_session(SparkSpec(master="local[*]"), "bench-ysb-latency")
+            conf = STAGES_UI_CONF if args.stages else {}
+            spark = build_session(SparkSpec(master="local[*]", conf=conf), "bench-ysb-latency")
             stop = threading.Event()
             pipeline = threading.Thread(target=run_pipeline, args=(spark, plan, stop))
             pipeline.start()
@@ -95,6 +102,8 @@ def main() -> None:
                     data, broker.bootstrap, pg.dsn, args.rate, pipeline, args.warmup
                 )
                 _print_batches(spark)
+                if args.stages:
+                    print_stages(spark, after=(start + timedelta(seconds=args.warmup)).timestamp())
             finally:
                 stop.set()
                 pipeline.join()

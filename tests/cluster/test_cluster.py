@@ -267,10 +267,11 @@ def test_ysb_from_a_four_partition_topic_on_the_cluster_equals_ground_truth_and_
     run_locally(spark, local, sets)
 
     assert_same_results(spark, data, on_cluster, local)
-    # Every micro-batch reads the four partitions as four tasks (streamsmith's Python
-    # source on the executors); both workers' executors read some of them.
+    # A micro-batch reads the four partitions (7,500 records each, under the apps'
+    # minRecordsPerPartition) packed into one task per executor core (streamsmith's
+    # Python source on the executors); both workers' executors read some of them.
     events = read_event_log(on_cluster)
-    assert KAFKA_PARTITIONS in scan_stage_sizes(events, "MicroBatchScan")
+    assert WORKERS in scan_stage_sizes(events, "MicroBatchScan")
     reads = tasks_per_worker(events, cluster, scope="MicroBatchScan")
     assert set(reads) == {w.web_ui for w in cluster.workers}, reads
     assert_package_shipped(cluster, events)

@@ -99,10 +99,11 @@ def test_small_batches_pack_partitions_into_few_tasks(
         return frame.rdd.getNumPartitions(), read
 
     whole, every_range = tasks_and_rows()
-    packed, packed_rows = tasks_and_rows(minRecordsPerPartition="50")
-    pairs, pair_rows = tasks_and_rows(minRecordsPerPartition="25")
+    packed, packed_rows = tasks_and_rows(minRecordsPerPartition="100")
+    pairs, pair_rows = tasks_and_rows(minRecordsPerPartition="50")  # 90 records: 2 tasks
+    capped, _ = tasks_and_rows(minRecordsPerPartition="50", maxPackedTasks="1")
 
-    assert (whole, packed, pairs) == (3, 1, 3)  # 25: each partition's 30 reach the floor
+    assert (whole, packed, pairs, capped) == (3, 1, 2, 1)
     assert sorted(packed_rows) == sorted(every_range) == sorted(pair_rows)
     assert sorted(n for _, _, n in packed_rows) == list(range(90))
     for partition in range(3):  # one task reads each partition in offset order

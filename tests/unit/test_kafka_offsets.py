@@ -153,26 +153,30 @@ def test_min_partitions_spreads_ranges_in_proportion_to_their_size() -> None:
     assert spread_ranges(ranges, None) == ranges
 
 
-def test_small_ranges_are_packed_into_tasks_of_at_least_min_records() -> None:
+def test_small_ranges_are_packed_into_few_balanced_tasks() -> None:
     ranges = [
         OffsetRange("t", 0, 0, 4_000), OffsetRange("t", 1, 0, 3_000),
         OffsetRange("t", 2, 0, 90_000), OffsetRange("t", 3, 0, 5_000),
         OffsetRange("t", 4, 0, 1_000),
     ]  # fmt: skip
 
-    def tasks(min_partitions: int | None, min_records: int) -> list[list[tuple[int, int, int]]]:
-        planned = plan_tasks(ranges, min_partitions, min_records)
+    def tasks(
+        min_partitions: int | None, min_records: int, max_packed: int | None = None
+    ) -> list[list[tuple[int, int, int]]]:
+        planned = plan_tasks(ranges, min_partitions, min_records, max_packed)
         return [[(r.partition, r.start, r.end) for r in task] for task in planned]
 
-    # Partition 2 alone reaches the floor; 0 and 1 make one task of 7,000, and the short
-    # rest (5,000 and 1,000) joins it rather than run as a task of its own.
+    # Partition 2 reaches the floor and is a task of its own; the other 13,000 records
+    # make two tasks of about 6,500, balanced by size, each in partition order.
     assert tasks(None, 6_500) == [
+        [(2, 0, 90_000)],
+        [(3, 0, 5_000), (4, 0, 1_000)],
+        [(0, 0, 4_000), (1, 0, 3_000)],
+    ]
+    assert tasks(None, 6_500, max_packed=1) == [  # at most one task (one core) for them
         [(2, 0, 90_000)],
         [(0, 0, 4_000), (1, 0, 3_000), (3, 0, 5_000), (4, 0, 1_000)],
     ]
-    assert tasks(None, 3_500) == [
-        [(0, 0, 4_000)], [(2, 0, 90_000)], [(3, 0, 5_000)], [(1, 0, 3_000), (4, 0, 1_000)],
-    ]  # fmt: skip
     # Large ranges are still spread over tasks, small ones packed beside them.
     assert tasks(4, 30_000) == [
         [(2, 0, 30_000)], [(2, 30_000, 60_000)], [(2, 60_000, 90_000)],

@@ -64,15 +64,16 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
 # Large Kafka batches are cut into about this many tasks per core (Spark's minPartitions),
 # never into pieces under SPREAD_MIN_RECORDS records: one task per topic-partition left a
 # core idle for a third of each batch on a 3-partition topic on 2 cores. Small always-on
-# batches go the other way: their partitions' ranges are packed into tasks of at least
-# SPREAD_MIN_RECORDS records (``streamsmith.io.kafka.offsets.plan_tasks``).
+# batches go the other way: partitions with fewer records are read together, in tasks of
+# about SPREAD_MIN_RECORDS records, at most one per core
+# (``streamsmith.io.kafka.offsets.plan_tasks``).
 SPREAD_TASKS_PER_CORE = 4
 SPREAD_MIN_RECORDS = 25_000
 
 
 def _python_only(option: str) -> bool:
     key = option.lower()
-    return key.startswith("rangecache") or key == "minrecordsperpartition"
+    return key.startswith("rangecache") or key in ("minrecordsperpartition", "maxpackedtasks")
 
 
 def read_kafka(
@@ -98,6 +99,7 @@ def read_kafka(
         if "minpartitions" not in keys:  # balanced tasks for large batches; see below
             options["minPartitions"] = SPREAD_TASKS_PER_CORE * spark.sparkContext.defaultParallelism
             options.setdefault("minRecordsPerPartition", SPREAD_MIN_RECORDS)
+            options.setdefault("maxPackedTasks", spark.sparkContext.defaultParallelism)
     else:  # options streamsmith's runtime sets for its own connector only
         options = {k: v for k, v in options.items() if not _python_only(k)}
     reader = (spark.readStream if streaming else spark.read).format(fmt)

@@ -26,7 +26,7 @@ class OffsetSpecError(ValueError):
 
 @dataclass(frozen=True)
 class OffsetRange:
-    """Records ``[start, end)`` of one topic-partition: what one Spark task reads."""
+    """Records ``[start, end)`` of one topic-partition: what a Spark task reads (or part of it)."""
 
     topic: str
     partition: int
@@ -172,27 +172,34 @@ def spread_ranges(
 
 
 def plan_tasks(
-    ranges: list[OffsetRange], min_partitions: int | None, min_records: int = 0
+    ranges: list[OffsetRange],
+    min_partitions: int | None,
+    min_records: int = 0,
+    max_packed: int | None = None,
 ) -> list[tuple[OffsetRange, ...]]:
     """The ranges each Spark task reads: ranges of at least ``min_records`` records
-    spread as :func:`spread_ranges` does, smaller ones packed together until a task
-    holds at least that many (a short last group joins the one before).
+    spread as :func:`spread_ranges` does; smaller ones packed together into as few tasks
+    as hold about ``min_records`` each, balanced by size, and at most ``max_packed``.
 
     Every task pays a fixed cost (a Python worker's turn, a consumer, an Arrow batch)
     that dwarfs reading a few thousand records: an always-on batch of 10,000 records on
-    a 3-partition topic read them in two waves of tasks on 2 cores. A task reads its
-    ranges one after another, so each partition is still read in offset order.
+    a 3-partition topic read them in two waves of tasks on 2 cores. ``max_packed`` (the
+    cores) keeps a larger batch of small ranges spread over the executors. A task reads
+    its ranges in order, so each partition is still read in offset order.
     """
     large = [piece for piece in ranges if piece.size >= min_records]
-    tasks = [(piece,) for piece in spread_ranges(large, min_partitions, min_records)]
-    groups: list[list[OffsetRange]] = [[]]
-    for piece in (piece for piece in ranges if piece.size < min_records):
-        if _records(groups[-1]) >= min_records:
-            groups.append([])
-        groups[-1].append(piece)
-    if len(groups) > 1 and _records(groups[-1]) < min_records:
-        groups[-2].extend(groups.pop())
-    return tasks + [tuple(group) for group in groups if group]
+    small = [piece for piece in ranges if piece.size < min_records]
+    tasks: list[tuple[OffsetRange, ...]] = [
+        (piece,) for piece in spread_ranges(large, min_partitions, min_records)
+    ]
+    if not small:
+        return tasks
+    count = min(len(small), -(-_records(small) // min_records), max_packed or len(small))
+    groups: list[list[OffsetRange]] = [[] for _ in range(count)]
+    for piece in sorted(small, key=lambda piece: -piece.size):
+        min(groups, key=_records).append(piece)
+    in_order = (sorted(group, key=lambda r: (r.topic, r.partition, r.start)) for group in groups)
+    return tasks + [tuple(group) for group in in_order]
 
 
 def _records(ranges: list[OffsetRange]) -> int:

@@ -137,6 +137,7 @@ class KafkaSourceOptions:
     max_records_per_partition: int | None = None
     min_partitions: int | None = None  # Spark's minPartitions: at least this many tasks
     min_records_per_partition: int = 0  # but no task smaller than this
+    max_packed_tasks: int | None = None  # ranges under that floor: at most this many tasks
     include_headers: bool = False
     poll_timeout_s: float = 120.0
     batch_rows: int = 10_000
@@ -187,6 +188,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
         min_partitions=_positive(opts, "minpartitions"),
         min_records_per_partition=_positive(opts, "minrecordsperpartition") or 0,
+        max_packed_tasks=_positive(opts, "maxpackedtasks"),
         include_headers=_boolean(opts, "includeheaders", False),
         poll_timeout_s=(_positive(opts, "polltimeoutms") or 120_000) / 1000,
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
@@ -498,6 +500,7 @@ class _Planner:
             [r for r in ranges if r.size > 0],
             self.options.min_partitions,
             self.options.min_records_per_partition,
+            self.options.max_packed_tasks,
         )
         return [RangePartition(task) for task in tasks]
 

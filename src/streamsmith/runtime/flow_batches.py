@@ -272,6 +272,9 @@ class FlowFacts:
         return next((q for q in self.spark.streams.active if q.name == self.query_name), None)
 
     def _collect(self, query: StreamingQuery) -> None:
+        last = query.lastProgress  # one report: the list costs tens of ms (JSON each)
+        if last is None or int(last.batchId) in self._seen:
+            return  # nothing new since the last look (reports come in batch order)
         for progress in query.recentProgress:
             batch = int(progress.batchId)
             if batch not in self._seen:

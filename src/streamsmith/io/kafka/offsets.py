@@ -157,7 +157,7 @@ def spread_ranges(
     among them, while tiny pieces cost more in task overhead than they save."""
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
-    total = sum(r.size for r in ranges)
+    total = _records(ranges)
     if total <= 0:
         return ranges
     ideal = max(total / min_partitions, min_records, 1)

@@ -524,12 +524,14 @@ def load_spec(
     files: Sequence[Path] = (),
     sets: Sequence[str] = (),
     *,
+    overrides: Mapping[str, Any] | None = None,
     storage_root: str | None = None,
 ) -> PipelineSpec:
     """Merge an app's default spec with spec files and ``--set`` overrides, then validate.
 
     Precedence, lowest first: the app default, ``$STREAMSMITH_ROOT``, each file in order,
-    each ``--set`` in order, and finally ``storage_root`` (the CLI's ``--root``).
+    each ``--set`` in order, ``overrides`` (a nested mapping, as code passes values: no
+    dotted strings to compose) and finally ``storage_root`` (the CLI's ``--root``).
     """
     merged: dict[str, Any] = copy.deepcopy(dict(default))
     origins: list[tuple[str, dict[str, Any]]] = []
@@ -547,6 +549,10 @@ def load_spec(
     if set_layer:
         origins.append(("--set", set_layer))
         merged = _deep_merge(merged, set_layer)
+    if overrides:
+        layer = copy.deepcopy(dict(overrides))
+        origins.append(("the caller's overrides", layer))
+        merged = _deep_merge(merged, layer)
     if storage_root is not None:
         merged["storage_root"] = storage_root
     try:

@@ -35,7 +35,7 @@ from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.ysb import ysb_campaigns, ysb_data
 from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.runtime.plan import build_plan
-from streamsmith.runtime.runner import start_queries, stop_gracefully
+from streamsmith.runtime.start import start_queries, stop_gracefully
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
 from streamsmith.session import build_session
 

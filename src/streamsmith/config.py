@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -213,58 +214,54 @@ class SourceSpec(StrictModel):
         return self
 
 
-SinkFormat = Literal["parquet", "kafka", "postgres", "memory", "webhook"]
+OutputMode = Literal["append", "update", "complete"]
+
+# Sink settings under these names (or with these words in an option's name) are secrets:
+# kept as ``SecretStr`` in the spec, never printed, and redacted from the event log.
+_SECRET_SETTINGS = frozenset({"url", "dsn", "password", "token"})
+_SECRET_WORDS = ("password", "secret", "jaas", "token")
 
 
-class SinkSpec(StrictModel):
-    """Where a flow's output goes: a lake table, a Kafka topic, PostgreSQL or memory.
+class SinkSpec(BaseModel):
+    """Where a flow's output goes: ``format`` names a sink, the other keys are its options.
 
-    ``parquet`` writes ``<storage_root>/tables/<table>`` through Spark's file sink
-    (exactly once). ``kafka`` writes ``topic`` (at least once; see the README) with the
-    flow's ``key`` and ``value`` columns; ``options`` are Kafka sink options.
-    ``postgres`` keeps ``table`` in the pipeline's PostgreSQL server exactly once, upserting
-    by ``key`` (the columns identifying a result row). ``memory`` keeps the result in the
-    running driver as the table ``table``, for interactive queries (rebuilt each run).
-    ``webhook`` POSTs each row as JSON to ``url`` (a secret) with bounded retries (options
-    ``timeout``, ``retries``, ``deadline``: the most a batch waits); rows it could not
-    deliver go to the lake table ``table`` with the error, and the stream goes on.
+    The spec knows no sink format: each one (``streamsmith.io.sinks``, or a package's,
+    registered under the entry-point group ``streamsmith.sinks``) brings its own typed
+    options model, and the plan validates the keys against it. ``output_mode`` is
+    Spark's, common to every sink (which modes a sink takes is the sink's to say).
     """
 
-    format: SinkFormat = "parquet"
-    table: str | None = Field(default=None, pattern=_IDENTIFIER)
-    topic: str | None = None
-    key: tuple[str, ...] = ()
-    partition_by: tuple[str, ...] = ()
-    output_mode: Literal["append", "update", "complete"] = "append"
-    connector: Literal["auto", "jvm", "python"] = "auto"
-    url: SecretStr | None = Field(default=None, description="webhook sinks: where to POST")
-    options: dict[str, ConfValue] = Field(default_factory=dict)
+    model_config = ConfigDict(extra="allow", frozen=True, str_strip_whitespace=True)
 
-    @model_validator(mode="after")
-    def _fits_its_format(self) -> SinkSpec:
-        if self.url is not None and self.format != "webhook":
-            raise ValueError("url is for webhook sinks")
-        url = self.url.get_secret_value() if self.url is not None else None
-        if url is not None and not re.match(r"https?://[^/?#\s]+", url):
-            raise ValueError("url must be an http:// or https:// URL with a host")
-        if self.format == "kafka":
-            if not self.topic or self.table or self.partition_by or self.key:
-                raise ValueError("a kafka sink needs a topic (and no table, key or partition_by)")
-            return self
-        if not self.table:
-            raise ValueError(f"a {self.format} sink needs a table name")
-        if self.topic:
-            raise ValueError(f"a {self.format} sink writes a table: remove topic")
-        if self.key and self.format != "postgres":
-            raise ValueError("key is for postgres sinks (the columns upserts match on)")
-        if self.partition_by and self.format != "parquet":
-            raise ValueError("partition_by is for parquet sinks")
-        return self
+    format: str = Field(default="parquet", pattern=_IDENTIFIER)
+    output_mode: OutputMode = "append"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_stay_secret(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return {
+            key: SecretStr(value) if key in _SECRET_SETTINGS and isinstance(value, str) else value
+            for key, value in data.items()
+        }
 
     @property
-    def name(self) -> str:
-        """The table or topic written."""
-        return str(self.table or self.topic)
+    def settings(self) -> dict[str, Any]:
+        """The sink's own keys (everything but ``format`` and ``output_mode``)."""
+        return dict(self.model_extra or {})
+
+    def secrets(self) -> list[str]:
+        """Values of this sink's settings that must never be shown."""
+        found = [v.get_secret_value() for v in self.settings.values() if isinstance(v, SecretStr)]
+        options = self.settings.get("options")
+        if isinstance(options, Mapping):
+            found += [
+                str(value)
+                for key, value in options.items()
+                if any(word in str(key).lower() for word in _SECRET_WORDS)
+            ]
+        return found
 
 
 class PostgresSpec(StrictModel):
@@ -431,6 +428,23 @@ class PipelineSpec(StrictModel):
     notify: NotifySpec = Field(default_factory=NotifySpec)
     sources: dict[str, SourceSpec]
     flows: dict[str, FlowSpec]
+    # Which file or --set each key came from (set by load_spec), so errors found later,
+    # when the plan validates a sink's own options, still name their origin.
+    _origins: tuple[tuple[str, dict[str, Any]], ...] = PrivateAttr(default=())
+
+    def describe_error(self, exc: ValidationError, at: Sequence[str]) -> str:
+        """``exc`` (from validating the part of the spec at the key path ``at``) as one
+        line per problem, naming the key and the file or ``--set`` it came from."""
+        return _describe_validation_error(exc, self._origins, self.app, tuple(at))
+
+    def layer_of(self, at: Sequence[str]) -> int:
+        """Which layer last set the key at path ``at``: -1 for the app's default spec,
+        else its position among the files, ``--set`` values and overrides."""
+        return _layer_of(tuple(at), self._origins)
+
+    def origin_of(self, at: Sequence[str]) -> str:
+        """The file or ``--set`` the key at path ``at`` came from."""
+        return _origin_of(tuple(at), self._origins) or f"the default spec of app {self.app!r}"
 
     @field_validator("trigger")
     @classmethod
@@ -446,13 +460,7 @@ class PipelineSpec(StrictModel):
 
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:
-        outputs: dict[str, str] = {}
         for name, flow in self.flows.items():
-            if flow.enabled and flow.sink.format == "webhook" and flow.sink.url is None:
-                raise ValueError(
-                    f"flow {name!r} posts to a webhook: set flows.{name}.sink.url (or disable "
-                    "the flow)"
-                )
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
             if flow.source not in self.sources:
@@ -467,30 +475,24 @@ class PipelineSpec(StrictModel):
                         f"flow {name!r} joins stream {input_name!r} from source {source!r}, "
                         f"which is not defined (sources: {', '.join(sorted(self.sources))})"
                     )
-            target = f"{flow.sink.format} {flow.sink.name!r}"
-            if target in outputs:
-                raise ValueError(
-                    f"flows {outputs[target]!r} and {name!r} both write {target}; "
-                    "each flow needs its own table or topic"
-                )
-            outputs[target] = name
-        for where, options in [
-            *((f"sources.{n}", s.options) for n, s in self.sources.items() if s.format == "kafka"),
-            *((f"flows.{n}.sink", f.sink.options) for n, f in self.flows.items()
-              if f.sink.format == "kafka" and f.enabled),
-        ]:  # fmt: skip
-            keys = {key.lower() for key in options}
-            if "kafka.bootstrap.servers" not in keys and not self.kafka.bootstrap_servers:
-                raise ValueError(
-                    f"{where} has no Kafka servers: set kafka.bootstrap_servers, or "
-                    f"{where}.options.kafka.bootstrap.servers"
-                )
+        for name, source_spec in self.sources.items():
+            if source_spec.format == "kafka":
+                self.check_kafka_servers(f"sources.{name}", source_spec.options)
         if self.monitor.kafka_topic and not self.kafka.bootstrap_servers:
             raise ValueError(
                 "monitor.kafka_topic forwards events to the pipeline's Kafka cluster: "
                 "set kafka.bootstrap_servers"
             )
         return self
+
+    def check_kafka_servers(self, where: str, options: Mapping[str, ConfValue]) -> None:
+        """Fail, naming ``where``, when neither the options nor the spec name Kafka servers."""
+        keys = {key.lower() for key in options}
+        if "kafka.bootstrap.servers" not in keys and not self.kafka.bootstrap_servers:
+            raise ValueError(
+                f"{where} has no Kafka servers: set kafka.bootstrap_servers, or "
+                f"{where}.options.kafka.bootstrap.servers"
+            )
 
     def kafka_options(self, own: Mapping[str, ConfValue]) -> dict[str, ConfValue]:
         """A source's or sink's Kafka options over the pipeline-wide ``kafka`` block."""
@@ -556,10 +558,12 @@ def load_spec(
     if storage_root is not None:
         merged["storage_root"] = storage_root
     try:
-        return PipelineSpec.model_validate(merged)
+        spec = PipelineSpec.model_validate(merged)
     except ValidationError as exc:
         app = default.get("app", "?")
         raise UserError(_describe_validation_error(exc, origins, app)) from None
+    spec._origins = tuple(origins)
+    return spec
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -615,12 +619,15 @@ def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, A
 
 
 def _describe_validation_error(
-    exc: ValidationError, origins: Sequence[tuple[str, dict[str, Any]]], app: str
+    exc: ValidationError,
+    origins: Sequence[tuple[str, dict[str, Any]]],
+    app: str,
+    at: tuple[str, ...] = (),
 ) -> str:
     """One line per problem: where it is, what is wrong, and where the key came from."""
     lines = []
     for error in exc.errors():
-        loc = tuple(str(part) for part in error["loc"])
+        loc = (*at, *(str(part) for part in error["loc"]))
         dotted = ".".join(loc) if loc else "(top level)"
         origin = _origin_of(loc, origins) or f"the default spec of app {app!r}"
         if error["type"] == "extra_forbidden":
@@ -637,7 +644,13 @@ def _describe_validation_error(
 
 def _origin_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]) -> str | None:
     """The last layer (file or --set) that mentions the key path, if any."""
-    for name, layer in reversed(origins):
+    index = _layer_of(loc, origins)
+    return origins[index][0] if index >= 0 else None
+
+
+def _layer_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    for index in range(len(origins) - 1, -1, -1):
+        layer = origins[index][1]
         node: Any = layer
         found = bool(loc)
         for part in loc:
@@ -647,5 +660,5 @@ def _origin_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]
                 found = False
                 break
         if found:
-            return str(name)
-    return None
+            return index
+    return -1

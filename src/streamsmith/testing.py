@@ -34,19 +34,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import DoubleType, FloatType, StructType
+from pyspark.sql.types import DoubleType, FloatType
 
 from streamsmith.config import ConfValue, Trigger, load_spec, parse_duration
 from streamsmith.io.lake import read_table, write_table
-from streamsmith.io.postgres.dsn import resolve_dsn
 from streamsmith.io.postgres.sink import servable
 from streamsmith.runtime.app import App, EventTime
+from streamsmith.runtime.frames import FlowFrames, flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
-from streamsmith.runtime.runner import FlowFrames, flow_frames, output_frame, start_queries
+from streamsmith.runtime.start import start_queries
 from streamsmith.transforms.events import WINDOW_END, WINDOW_START
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted
 
@@ -154,33 +155,46 @@ def check_prefix_integrity(
         split_seed = seed * 1000 + index
         chunks = random_chunks(records, random.Random(split_seed), max_chunks)
         split_root = root / f"split-{index:03d}"
-        plan = _plan(app, chosen, split_root, index, [*sets, *_kafka_sets(app, index, bootstrap)])
+        plan = _plan(app, chosen, split_root, index, sets, _kafka_topics(app, index, bootstrap))
         if prepare_root is not None:
             prepare_root(split_root)
         report.results.extend(_run_split(spark, plan, chunks, split_seed, restart_every))
     return report
 
 
-def _kafka_sets(app: App, index: int, bootstrap: str | None) -> list[str]:
+def _kafka_topics(app: App, index: int, bootstrap: str | None) -> dict[str, Any]:
     """Fresh topics for this split: every Kafka source and sink gets a suffixed name."""
     if bootstrap is None:
-        return []
-    sets = [f"kafka.bootstrap_servers={bootstrap}"]
-    for name, source in app.default_spec["sources"].items():
-        if source.get("format") == "kafka":
-            topic = source["options"]["subscribe"]
-            sets.append(f"sources.{name}.options.subscribe={topic}-split-{index:03d}")
-    for name, flow in app.default_spec["flows"].items():
-        if flow["sink"].get("format") == "kafka":
-            sets.append(f"flows.{name}.sink.topic={flow['sink']['topic']}-split-{index:03d}")
-    return sets
+        return {}
+    suffix = f"-split-{index:03d}"
+    sources = {
+        name: {"options": {"subscribe": source["options"]["subscribe"] + suffix}}
+        for name, source in app.default_spec["sources"].items()
+        if source.get("format") == "kafka"
+    }
+    flows = {
+        name: {"sink": {"topic": flow["sink"]["topic"] + suffix}}
+        for name, flow in app.default_spec["flows"].items()
+        if flow["sink"].get("format") == "kafka"
+    }
+    return {"kafka": {"bootstrap_servers": bootstrap}, "sources": sources, "flows": flows}
 
 
-def _plan(app: App, flows: Sequence[str], root: Path, index: int, sets: Sequence[str]) -> Plan:
-    others = [f"flows.{name}.enabled=false" for name in app.default_spec["flows"]]
-    others = [s for s in others if s.split(".")[1] not in flows]
-    schema = [f"postgres.db_schema=integrity_{index:03d}"]
-    spec = load_spec(app.default_spec, sets=[*others, *schema, *sets], storage_root=str(root))
+def _plan(
+    app: App,
+    flows: Sequence[str],
+    root: Path,
+    index: int,
+    sets: Sequence[str],
+    topics: Mapping[str, Any],
+) -> Plan:
+    disabled = {name: {"enabled": False} for name in app.default_spec["flows"] if name not in flows}
+    overrides = {
+        "flows": {**disabled, **topics.get("flows", {})},
+        "postgres": {"db_schema": f"integrity_{index:03d}"},
+        **{key: value for key, value in topics.items() if key != "flows"},
+    }
+    spec = load_spec(app.default_spec, sets=sets, overrides=overrides, storage_root=str(root))
     return build_plan(app, spec, Trigger("interval", 0.0))
 
 
@@ -352,51 +366,13 @@ def _kafka_feed(options: Mapping[str, ConfValue]) -> Feed:
 
 
 def _sink_content(spark: SparkSession, plan: Plan, flow: FlowPlan) -> DataFrame:
-    """The final content of the flow's sink as a DataFrame."""
+    """The final content of the flow's sink as a DataFrame (a topic: its newest value
+    per key, as strings)."""
     output = flow.outputs[0]
-    if output.kind == "memory":
-        if output.output_mode == "update":
-            raise ValueError("a memory sink in update mode keeps every version of a row")
-        return _normalise(spark.table(output.table))
-    if output.kind == "postgres":
-        batch = output_frame(flow_frames(spark, flow, plan.root, streaming=False), output)
-        return _normalise(_postgres_table(spark, plan, output, servable(batch).schema))
-    if output.kind == "table" and output.path is not None:
-        return _normalise(read_table(spark, output.path))
-    if output.kind == "topic":
-        return _newest_per_key(_read_topic(spark, output))
-    raise ValueError(f"the harness cannot read the {output.kind} sink of flow {flow.name}")
-
-
-def _read_topic(spark: SparkSession, output: Output) -> DataFrame:
-    from streamsmith.config import SourceSpec
-    from streamsmith.io.sources import read_kafka
-
-    options = {**output.options, "subscribe": output.table, "startingOffsets": "earliest"}
-    return read_kafka(spark, SourceSpec(format="kafka", options=options), streaming=False)
-
-
-def _newest_per_key(records: DataFrame) -> DataFrame:
-    """A topic written in update mode, as its current value per key (the newest record)."""
-    order = F.struct("timestamp", "partition", "offset")
-    return records.groupBy(F.col("key").cast("string").alias("key")).agg(
-        F.max_by(F.col("value").cast("string"), order).alias("value")
-    )
-
-
-def _postgres_table(
-    spark: SparkSession, plan: Plan, output: Output, schema: StructType
-) -> DataFrame:
-    import psycopg
-    from psycopg import sql
-
-    table = sql.SQL("{}.{}").format(
-        sql.Identifier(plan.spec.postgres.db_schema), sql.Identifier(output.table)
-    )
-    columns = sql.SQL(", ").join(map(sql.Identifier, schema.fieldNames()))
-    with psycopg.connect(resolve_dsn(plan.spec)) as conn:
-        rows = conn.execute(sql.SQL("SELECT {} FROM {}").format(columns, table)).fetchall()
-    return spark.createDataFrame([tuple(row) for row in rows], schema)
+    if output.kind == "memory" and output.output_mode == "update":
+        raise ValueError("a memory sink in update mode keeps every version of a row")
+    batch = output_frame(flow_frames(spark, flow, plan.root, streaming=False), output)
+    return _normalise(output.sink.read_back(spark, servable(batch).schema))
 
 
 def _normalise(frame: DataFrame) -> DataFrame:

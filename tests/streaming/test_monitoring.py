@@ -64,7 +64,7 @@ def test_event_log_matches_recent_progress_and_reconciles(
         load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path)),
         Trigger("interval", 0.0),
     )
-    monitor = plan_monitor(plan, pg_dsn)
+    monitor = plan_monitor(plan)
     monitor.attach(spark, lambda: {"all": "active"})
     assert monitor.server is not None
     with ChunkRunner(spark, plan) as runner:

@@ -36,7 +36,8 @@ from streamsmith.io.webhook import WebhookTarget, start_webhook_stream
 from streamsmith.ml.anomaly import MODEL_NAME, save, train
 from streamsmith.processes import free_port
 from streamsmith.runtime.plan import Plan, build_plan
-from streamsmith.runtime.runner import backfill, start_queries
+from streamsmith.runtime.runner import backfill
+from streamsmith.runtime.start import start_queries
 from streamsmith.schemas.security import ASSETS_SCHEMA, FLOW_SCHEMA
 from streamsmith.transforms.secops import host_windows
 from waiting import wait_for

@@ -20,7 +20,7 @@ from streamsmith.config import Trigger, load_spec
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
 from streamsmith.runtime.plan import Output, build_plan
-from streamsmith.runtime.runner import start_queries
+from streamsmith.runtime.start import start_queries
 from streamsmith.schemas.iot import SIGNAL_SCHEMA
 from streamsmith.transforms.signals import signal_events, windowed_signals
 

@@ -31,7 +31,7 @@ def test_stateful_apps_lay_out_postgres_memory_quarantine_and_late_outputs(tmp_p
     late = plan.outputs[3]
     assert late.path == tmp_path / "tables/signal_windows_late"
     assert late.checkpoint == tmp_path / "checkpoints/signals/signal_windows__late"
-    assert plan.outputs[1].key == ("deviceId", "window_start", "window_end")
+    assert plan.outputs[1].sink.options.key == ("deviceId", "window_start", "window_end")
 
 
 @pytest.mark.parametrize(

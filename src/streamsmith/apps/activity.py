@@ -85,6 +85,7 @@ APP = App(
             quarantine=False,
             event_time=EventTime(EVENT_TIME, DELAY),
             record_late=False,
+            batch_arguments={"close_at_end": True},
         ),
     ),
     default_spec=DEFAULT_SPEC,

@@ -19,7 +19,9 @@ are left out of attribution and detection (Spark counts them in the query's prog
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
 from streamsmith.ml.anomaly import MODEL_NAME
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput, Transform
@@ -85,6 +87,7 @@ def _joined(
     description: str,
     *extra: StreamInput,
     models: tuple[str, ...] = (),
+    batch_arguments: Mapping[str, Any] | None = None,
 ) -> FlowDefinition:
     """A flow over logins with the DHCP stream (and ``extra`` streams) and the inventory
     beside them."""
@@ -101,6 +104,7 @@ def _joined(
         event_time=EventTime(EVENT_TIME, DELAY),
         stateful=True,
         record_late=False,
+        batch_arguments=batch_arguments or {},
     )
 
 
@@ -133,6 +137,7 @@ APP = App(
             name="leases",
             prepare=dhcp_events,
             transform=partial(lease_history, delay=DELAY),
+            batch_arguments={"close_at_end": True},
             description="DHCP leases per IP, closed by release, expiry (a timer) or reassignment",
             record_schema=DHCP_SCHEMA,
             quarantine=False,  # the dhcp_logs flow quarantines bad DHCP records
@@ -159,6 +164,7 @@ APP = App(
             f"new and silent ({SILENCE}) devices, anomalous hosts (model {MODEL_NAME})",
             StreamInput("flows", flow_events, FLOW_SCHEMA),
             models=(MODEL_NAME,),
+            batch_arguments={"close_at_end": True},
         ),
         FlowDefinition(
             name="alert_topic",

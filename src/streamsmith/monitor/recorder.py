@@ -210,14 +210,15 @@ def first_line(text: str) -> str:
 
 
 def spec_secrets(spec: PipelineSpec) -> list[str]:
-    """The secrets a spec holds: PostgreSQL DSN, webhook URL, Kafka passwords."""
+    """The secrets a spec holds: PostgreSQL DSN, webhook URLs, Kafka passwords."""
     found: list[str] = []
     if spec.postgres.dsn is not None:
         found += dsn_secrets(spec.postgres.dsn.get_secret_value())
     if spec.notify.webhook is not None:
         found.append(spec.notify.webhook.get_secret_value())
+    for flow in spec.flows.values():
+        found += flow.sink.secrets()
     option_sets = [spec.kafka.options, *(source.options for source in spec.sources.values())]
-    option_sets += [flow.sink.options for flow in spec.flows.values()]
     for options in option_sets:
         for key, value in options.items():
             if any(word in key.lower() for word in ("password", "secret", "jaas")):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -65,6 +65,10 @@ class FlowDefinition:
     :class:`StreamInput`), passed to the transform as keyword arguments too. ``models``
     name models under ``<storage_root>/models``; the transform gets ``models``, a dict
     from each name to the path of its current parameters (which may not exist yet).
+    ``batch_arguments`` are keyword arguments the transform gets in batch runs only
+    (backfill), e.g. ``close_at_end=True`` for a stateful processor whose open groups a
+    stream's timers would close later: the edge decides, the transform never asks
+    whether its input is a stream.
     """
 
     name: str
@@ -79,6 +83,7 @@ class FlowDefinition:
     event_time: EventTime | None = None
     stateful: bool = False
     record_late: bool = True
+    batch_arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ current code and compares the two by Spark's rules for changes between restarts
 - filters, projections and other stateless steps may change as long as the sink accepts
   the output schema: a lake table or a PostgreSQL table does not accept a new schema;
 - a file sink may become a Kafka sink, not the reverse; Kafka topics and ``foreachBatch``
-  sinks (PostgreSQL, late events) may be switched; a lake table may not move.
+  sinks (PostgreSQL, late events, webhooks, users' functions) may be switched; a lake
+  table may not move. Each sink states its rules (``UpgradeRules``); the fingerprint
+  records them, so a checkpoint is judged by the rules of the sink that wrote it.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.config import SourceSpec
+from streamsmith.io.sinks.base import UpgradeRules
+from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 
 FINGERPRINT_FILE = "streamsmith-flow.json"
-FINGERPRINT_VERSION = 1
+# 2: the sink's upgrade rules are recorded beside its kind.
+FINGERPRINT_VERSION = 2
 
 # Logical operators that keep state in a streaming query (when fed by a stream).
 _STATEFUL = {
@@ -44,8 +49,16 @@ _STATEFUL = {
     "TransformWithState",
     "TransformWithStateInPySpark",
 }
-# foreachBatch-style sinks Spark lets a query switch between (and to Kafka).
-_FOREACH_SINKS = {"postgres", "late", "topic"}
+# The rules of the sinks that wrote version-1 fingerprints, which name only their kind.
+_RULES_BEFORE_V2 = {
+    "table": UpgradeRules("file", keeps_schema=True, fixed_location=True),
+    "quarantine": UpgradeRules("file", keeps_schema=True, fixed_location=True),
+    "late": UpgradeRules("foreach", fixed_location=True),
+    "topic": UpgradeRules("kafka"),
+    "postgres": UpgradeRules("foreach", keeps_schema=True),
+    "memory": UpgradeRules("rebuilt"),
+    "webhook": UpgradeRules("foreach"),
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -58,7 +71,12 @@ def fingerprint(frame: DataFrame, output: Output, flow: FlowPlan) -> dict[str, A
         "version": FINGERPRINT_VERSION,
         "query": output.query_name,
         "source": _source_print(flow.source, flow.source_path),
-        "sink": {"kind": output.kind, "target": _target(output), "mode": output.output_mode},
+        "sink": {
+            "kind": output.kind,
+            "target": _target(output),
+            "mode": output.output_mode,
+            "rules": output.sink.upgrade.as_dict(),
+        },
         "output_schema": [[f.name, f.dataType.simpleString()] for f in frame.schema.fields],
         "stateful": stateful_operators(frame),
     }
@@ -182,21 +200,31 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Verdict:
     return verdict
 
 
+def _rules(sink: dict[str, Any]) -> UpgradeRules:
+    if "rules" in sink:
+        return UpgradeRules(**sink["rules"])
+    return _RULES_BEFORE_V2[sink["kind"]]
+
+
 def _sink_changes(
-    old: dict[str, str], new: dict[str, str], old_schema: list[Any], new_schema: list[Any]
+    old: dict[str, Any], new: dict[str, Any], old_schema: list[Any], new_schema: list[Any]
 ) -> list[str]:
     kinds = (old["kind"], new["kind"])
+    was, now = _rules(old), _rules(new)
     if kinds[0] != kinds[1]:
-        allowed = kinds in {("table", "topic")} or set(kinds) <= _FOREACH_SINKS
-        if kinds[1] == "memory" or kinds[0] == "memory":
-            allowed = True  # memory outputs rebuild from scratch every run anyway
+        families = (was.family, now.family)
+        allowed = (
+            "rebuilt" in families  # nothing to resume on that side
+            or families == ("file", "kafka")
+            or set(families) <= {"foreach", "kafka"}
+        )
         if not allowed:
             return [f"the sink changed from {kinds[0]} to {kinds[1]}, which Spark does not allow"]
         return []
-    if new["kind"] in ("table", "quarantine", "late") and old["target"] != new["target"]:
+    if now.fixed_location and old["target"] != new["target"]:
         return [f"the lake table moved ({old['target']} -> {new['target']}): a file sink's "
                 "output directory may not change"]  # fmt: skip
-    if new["kind"] in ("table", "quarantine", "postgres") and old_schema != new_schema:
+    if now.keeps_schema and old_schema != new_schema:
         return [f"the output schema changed ({_columns(old_schema)} -> {_columns(new_schema)}) "
                 f"and the {new['kind']} sink keeps the old one"]  # fmt: skip
     return []
@@ -228,8 +256,6 @@ def _columns(schema: list[Any]) -> str:
 
 def check_upgrade(spark: SparkSession, plan: Plan) -> list[Verdict]:
     """A verdict for every query of ``plan`` against its existing checkpoint."""
-    from streamsmith.runtime.runner import flow_frames, output_frame
-
     verdicts = []
     for flow in plan.flows:
         frames = flow_frames(spark, flow, plan.root, streaming=True)
@@ -240,8 +266,9 @@ def check_upgrade(spark: SparkSession, plan: Plan) -> list[Verdict]:
 
 
 def _verdict(output: Output, new: dict[str, Any]) -> Verdict:
-    if output.kind == "memory":
-        return Verdict(output.query_name, True, notes=["memory tables are rebuilt every run"])
+    if output.sink.upgrade.family == "rebuilt":
+        note = f"{output.kind} outputs are rebuilt every run"
+        return Verdict(output.query_name, True, notes=[note])
     if not (output.checkpoint / "offsets").is_dir():
         return Verdict(output.query_name, True, notes=["no checkpoint yet: starts fresh"])
     old = stored_fingerprint(output.checkpoint)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from streamsmith.config import (
-    ConfValue,
+    FlowSpec,
     PipelineSpec,
     SinkSpec,
     SourceSpec,
@@ -23,44 +23,56 @@ from streamsmith.config import (
 )
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
-from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
+from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path
+from streamsmith.io.sinks import build_sink
+from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
 from streamsmith.runtime.app import App, FlowDefinition, StreamInput
-from streamsmith.runtime.late import BATCH_COLUMN, describe_rule, late_table
-from streamsmith.transforms.quarantine import QUARANTINE_PARTITION_BY, quarantine_table
+from streamsmith.runtime.late import describe_rule, late_table
+from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
+from streamsmith.transforms.quarantine import quarantine_table
 
-OutputKind = Literal["table", "quarantine", "topic", "postgres", "memory", "late", "webhook"]
+Role = Literal["main", "quarantine", "late"]
 
 
 @dataclass(frozen=True)
 class Output:
-    """One streaming query: where a flow's accepted (or quarantined) rows land.
+    """One streaming query of a flow: its sink, checkpoint and trigger.
 
-    ``table``, ``quarantine`` and ``late`` outputs write ``path`` in the lake; ``topic``
-    outputs write the Kafka topic ``table`` with ``options``; ``postgres`` outputs keep
-    ``table`` in PostgreSQL, upserting by ``key``; ``memory`` outputs keep ``table`` in
-    the driver; ``webhook`` outputs POST rows to ``url`` and keep failed deliveries in
-    the lake table ``table`` at ``path``. Backfills always land in the lake, at
-    ``backfill_path``.
+    ``role`` is ``main`` for the flow's own output, ``quarantine`` or ``late`` for its
+    side queries. Backfills always land in the lake, at ``backfill_path``.
     """
 
     query_name: str
-    kind: OutputKind
-    table: str
-    path: Path | None
+    role: Role
+    sink: Sink
     backfill_path: Path
     checkpoint: Path
-    partition_by: tuple[str, ...]
-    output_mode: str
+    output_mode: OutputMode
     trigger: Trigger
-    options: Mapping[str, ConfValue] = field(default_factory=dict)
-    connector: str = "auto"
-    key: tuple[str, ...] = ()
-    url: str | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """The sink's kind: ``table``, ``quarantine``, ``late``, ``topic``, ``postgres``..."""
+        return self.sink.kind
+
+    @property
+    def table(self) -> str:
+        """The table or topic written."""
+        return self.sink.target
+
+    @property
+    def path(self) -> Path | None:
+        """The lake folder written, if any."""
+        return self.sink.lake_path
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return self.sink.partition_by
 
     @property
     def spark_name(self) -> str:
         """The name Spark knows the query by: a memory sink's is its table's name."""
-        return self.table if self.kind == "memory" else self.query_name
+        return self.sink.spark_name or self.query_name
 
 
 @dataclass(frozen=True)
@@ -145,8 +157,10 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         if not flow.enabled:
             continue
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
-        warnings.extend(check_output_mode(app.name, definition, flow.sink, flow_trigger))
-        outputs = _outputs(spec, app.name, definition, flow.sink, flow_trigger)
+        context = SinkContext(spec, app.name, definition.name)
+        sink = build_sink(flow.sink.format, flow.sink.settings, context)
+        warnings.extend(check_output_mode(app.name, definition, flow.sink, sink, flow_trigger))
+        outputs = _outputs(spec, context, definition, flow, sink, flow_trigger)
         streams = _streams(spec, app.name, definition, flow.streams)
         flows.append(
             FlowPlan(
@@ -161,6 +175,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         )
     if not flows:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
+    _check_targets(flows)
     flows = _shared_reads(app.name, flows)
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
 
@@ -238,60 +253,68 @@ def _streams(
     )
 
 
-_KINDS: dict[str, OutputKind] = {
-    "parquet": "table",
-    "kafka": "topic",
-    "postgres": "postgres",
-    "memory": "memory",
-    "webhook": "webhook",
-}
+def _check_targets(flows: list[FlowPlan]) -> None:
+    """Each flow writes its own table or topic."""
+    written: dict[str, str] = {}
+    for flow in flows:
+        sink = flow.outputs[0].sink
+        target = f"{sink.format} {sink.target!r}"
+        if target in written:
+            raise UserError(
+                f"flows {written[target]!r} and {flow.name!r} both write {target}; "
+                "each flow needs its own table or topic"
+            )
+        written[target] = flow.name
 
 
 def _outputs(
-    spec: PipelineSpec, app: str, definition: FlowDefinition, sink: SinkSpec, trigger: Trigger
+    spec: PipelineSpec,
+    context: SinkContext,
+    definition: FlowDefinition,
+    flow: FlowSpec,
+    sink: Sink,
+    trigger: Trigger,
 ) -> list[Output]:
     """The flow's main output, then its quarantine and late-events companions."""
     root = spec.root
-    checkpoints = root / CHECKPOINTS_DIR / app
-    kind = _KINDS[sink.format]
+    checkpoints = root / CHECKPOINTS_DIR / context.app
     # Companion tables are named after the table written, or the flow for a topic.
-    base = definition.name if kind == "topic" else sink.name
-    outputs = [
-        Output(
-            query_name=f"{app}.{definition.name}",
-            kind=kind,
-            table=sink.name,
-            path=table_path(root, sink.name) if kind in ("table", "webhook") else None,
-            backfill_path=backfill_path(root, base),
-            checkpoint=checkpoints / definition.name,
-            partition_by=sink.partition_by,
-            output_mode=sink.output_mode,
-            trigger=trigger,
-            options=_sink_options(spec, kind, sink),
-            connector=sink.connector,
-            key=sink.key,
-            url=sink.url.get_secret_value() if sink.url is not None else None,
-        )
-    ]
-    companions: list[tuple[OutputKind, str, tuple[str, ...]]] = []
+    base = sink.target if sink.writes_table else definition.name
+    main = Output(
+        query_name=f"{context.app}.{definition.name}",
+        role="main",
+        sink=sink,
+        backfill_path=backfill_path(root, base),
+        checkpoint=checkpoints / definition.name,
+        output_mode=flow.sink.output_mode,
+        trigger=trigger,
+    )
+    source = spec.sources[flow.source]
+    query = MainQuery(
+        checkpoint=main.checkpoint,
+        spark_name=main.spark_name,
+        source=None if flow.streams else ("files" if source.is_file_source else "kafka"),
+        prepared=definition.prepare is not None,
+    )
+    companions: list[tuple[Role, Sink]] = []
     if definition.quarantine:
-        companions.append(("quarantine", quarantine_table(base), QUARANTINE_PARTITION_BY))
+        companions.append(("quarantine", QuarantineSink(quarantine_table(base), context, query)))
     if definition.event_time is not None and definition.record_late:
-        companions.append(("late", late_table(base), (BATCH_COLUMN,)))
+        late = LateEventsSink(late_table(base), context, query, definition.event_time)
+        companions.append(("late", late))
     side_trigger = trigger  # catch-up runs, and flows asked to run as fast as possible
     if not trigger.terminates and trigger.interval_seconds > 0:
         slowest = max(trigger.interval_seconds, parse_duration(spec.side_interval))
         side_trigger = Trigger("interval", slowest)
-    for companion, table, partition_by in companions:
+    outputs = [main]
+    for role, companion in companions:
         outputs.append(
             Output(
-                query_name=f"{app}.{definition.name}.{companion}",
-                kind=companion,
-                table=table,
-                path=table_path(root, table),
-                backfill_path=backfill_path(root, table),
-                checkpoint=checkpoints / f"{definition.name}__{companion}",
-                partition_by=partition_by,
+                query_name=f"{context.app}.{definition.name}.{role}",
+                role=role,
+                sink=companion,
+                backfill_path=backfill_path(root, companion.target),
+                checkpoint=checkpoints / f"{definition.name}__{role}",
                 output_mode="append",
                 trigger=side_trigger,
             )
@@ -299,33 +322,17 @@ def _outputs(
     return outputs
 
 
-def _sink_options(spec: PipelineSpec, kind: OutputKind, sink: SinkSpec) -> dict[str, ConfValue]:
-    if kind == "topic":
-        return spec.kafka_options(sink.options)
-    return dict(sink.options) if kind == "webhook" else {}
-
-
-# Output modes each sink format can take (Spark's file sink appends only).
-_SINK_MODES = {
-    "parquet": ("append",),
-    "kafka": ("append", "update", "complete"),
-    "postgres": ("append", "update", "complete"),
-    "memory": ("append", "update", "complete"),
-    "webhook": ("append", "update"),
-}
-
-
 def check_output_mode(
-    app: str, definition: FlowDefinition, sink: SinkSpec, trigger: Trigger
+    app: str, definition: FlowDefinition, flow_sink: SinkSpec, sink: Sink, trigger: Trigger
 ) -> list[str]:
     """Reject output modes Spark or the sink cannot run, before a JVM starts; return
     warnings for combinations that run but cost (state that grows without bound)."""
     where = f"flow {definition.name!r} of app {app!r}"
-    mode = sink.output_mode
-    if mode not in _SINK_MODES[sink.format]:
+    mode = flow_sink.output_mode
+    if mode not in sink.output_modes:
         raise UserError(
             f"{where}: a {sink.format} sink takes output mode "
-            f"{' or '.join(_SINK_MODES[sink.format])}, not {mode}; write {mode} results to "
+            f"{' or '.join(sink.output_modes)}, not {mode}; write {mode} results to "
             "postgres, kafka or memory, or use append"
         )
     rule = definition.event_time
@@ -366,7 +373,7 @@ def is_side_query(flow: FlowPlan, output: Output) -> bool:
     """Whether ``output`` is a side query of a one-source flow: its quarantine or late
     events, which skip the batches that hold nothing for them
     (``streamsmith.runtime.flow_batches``)."""
-    return output.kind in ("quarantine", "late") and not flow.streams
+    return output.role != "main" and not flow.streams
 
 
 def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
@@ -478,7 +485,7 @@ def describe_plan(plan: Plan) -> str:
             lines.append(f"  event time: {describe_rule(rule)}")
         for output in flow.outputs:
             partitions = ", ".join(output.partition_by) or "none"
-            where = _describe_target(plan.spec, output)
+            where = output.sink.describe()
             lines.append(
                 f"  {output.kind} query {output.query_name}: {where} "
                 f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
@@ -487,24 +494,3 @@ def describe_plan(plan: Plan) -> str:
             lines.append(f"    backfill   {output.backfill_path}")
     lines.extend(f"warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines)
-
-
-def _describe_target(spec: PipelineSpec, output: Output) -> str:
-    if output.kind == "topic":
-        return f"kafka topic {output.table}"
-    if output.kind == "postgres":
-        from streamsmith.io.postgres.dsn import dsn_origin
-
-        key = f" (key {', '.join(output.key)})" if output.key else ""
-        return f"postgres table {spec.postgres.db_schema}.{output.table}{key} on {dsn_origin(spec)}"
-    if output.kind == "memory":
-        return f"memory table {output.table}"
-    if output.kind == "webhook":
-        from urllib.parse import urlsplit
-
-        where = urlsplit(output.url or "")
-        return (
-            f"webhook {where.scheme}://{where.hostname}:{where.port or ''} (URL redacted; "
-            f"failed deliveries in parquet {output.path})"
-        )
-    return f"parquet {output.path}"

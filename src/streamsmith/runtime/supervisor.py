@@ -5,7 +5,7 @@ running; the failed one is restarted from its checkpoint after an exponential ba
 (``supervisor.backoff``, doubling up to ``supervisor.max_backoff``). A query that fails
 ``supervisor.max_retries + 1`` times in a row without completing a batch is given up:
 the others are stopped after their current batch and the run raises
-:class:`~streamsmith.runtime.runner.PipelineError` (the CLI exits 1). Every failure,
+:class:`PipelineError` (the CLI exits 1). Every failure,
 restart and give-up is an event in the event log and a notification.
 
 With a trigger that ends (``available-now``, ``once``), a flow that reads another
@@ -25,29 +25,45 @@ import time
 from dataclasses import dataclass, field
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import parse_duration
 from streamsmith.io.admission import FileLimits
-from streamsmith.io.postgres.dsn import dsn_secrets, resolve_dsn
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
-from streamsmith.runtime.runner import (
-    PipelineError,
-    QueryOutcome,
-    RunReport,
-    flow_frames,
-    query_frame,
-    start_output,
-    stop_gracefully,
-)
+from streamsmith.runtime.start import Started, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.5
 _RESIZE_CHECK_SECONDS = 2.0  # how often adaptive file sources list their input
+
+
+class PipelineError(Exception):
+    """A query failed at run time; the message names the query and Spark's error."""
+
+
+@dataclass
+class QueryOutcome:
+    """What one query did during a run."""
+
+    name: str
+    batches: int = 0
+    input_rows: int = 0
+    error: str | None = None
+
+
+@dataclass
+class RunReport:
+    """Outcome of a run: one entry per query, in plan order."""
+
+    queries: list[QueryOutcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[QueryOutcome]:
+        return [query for query in self.queries if query.error]
 
 
 @dataclass
@@ -88,12 +104,11 @@ class Supervised:
 class Supervisor:
     """Runs a plan's queries, restarting failed ones; see the module docstring."""
 
-    def __init__(self, spark: SparkSession, plan: Plan, monitor: Monitor, dsn: str) -> None:
+    def __init__(self, spark: SparkSession, plan: Plan, monitor: Monitor) -> None:
         self.spark = spark
         self.plan = plan
         self.monitor = monitor
         self.spec = plan.spec.supervisor
-        self.dsn = dsn
         self.slots = [Supervised(output, flow) for flow in plan.flows for output in flow.outputs]
         self.probes = file_probes(plan)
         # Adaptive file batches, per flow (its queries must cut the input alike).
@@ -131,13 +146,13 @@ class Supervisor:
             raise
 
     def _start_flow(self, flow: FlowPlan) -> None:
-        running = self._running_flow(flow)
-        frames = flow_frames(self.spark, running, self.plan.root, streaming=True)
-        for slot in self.slots:
-            if slot.flow is flow:
-                self._start(
-                    slot, query_frame(self.spark, running, slot.output, self.plan.root, frames)
-                )
+        self._track(start_flow(self.spark, self.plan, self._running_flow(flow)))
+
+    def _track(self, started: Started) -> None:
+        for output, query in started:
+            slot = next(slot for slot in self.slots if slot.output is output)
+            slot.query = query
+            slot.state = "active"
 
     def _running_flow(self, flow: FlowPlan) -> FlowPlan:
         """``flow`` with the file limit it currently runs with, when adaptive."""
@@ -147,12 +162,6 @@ class Supervisor:
         source = flow.source.model_copy(update={"max_files_per_trigger": limit})
         return dataclasses.replace(flow, source=source)
 
-    def _start(self, slot: Supervised, frame: DataFrame) -> None:
-        slot.query = start_output(
-            self.spark, frame, slot.output, self._running_flow(slot.flow), self.plan, self.dsn
-        )
-        slot.state = "active"
-
     def _restart(self, slot: Supervised) -> None:
         """Start the query again; failing to start (its database still down, say) is
         one more failure of the query, with the same backoff and retry budget."""
@@ -161,7 +170,7 @@ class Supervisor:
         )
         try:
             flow = self._running_flow(slot.flow)
-            self._start(slot, query_frame(self.spark, flow, slot.output, self.plan.root))
+            self._track(start_flow(self.spark, self.plan, flow, [slot.output]))
         except Exception as exc:
             log.warning("restarting %s failed", slot.output.query_name, exc_info=True)
             self._failed(slot, f"restart failed: {_message(exc)}")
@@ -300,9 +309,8 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
     Raises :class:`PipelineError` naming every query that failed for good.
     """
     stop = stop or threading.Event()
-    dsn = resolve_dsn(plan.spec) if any(o.kind == "postgres" for o in plan.outputs) else ""
-    monitor = plan_monitor(plan, dsn)
-    supervisor = Supervisor(spark, plan, monitor, dsn)
+    monitor = plan_monitor(plan)
+    supervisor = Supervisor(spark, plan, monitor)
     monitor.attach(spark, supervisor.health)
     timeout = parse_duration(plan.spec.graceful_stop_timeout)
     monitor.record({"event": "run_started", "message": f"{len(supervisor.slots)} queries"})
@@ -332,10 +340,13 @@ def _deferred(plan: Plan, flow: FlowPlan) -> bool:
     return flow.outputs[0].trigger.terminates and bool(plan.upstream(flow))
 
 
-def plan_monitor(plan: Plan, dsn: str = "") -> Monitor:
-    """The monitor of a plan's queries; ``dsn`` (a secret) is redacted from its events."""
+def plan_monitor(plan: Plan) -> Monitor:
+    """The monitor of a plan's queries; the sinks' resolved credentials (a PostgreSQL
+    DSN) are redacted from its events. Resolving them first also fails a run whose
+    database is unknown before any query starts."""
     triggers = {output.spark_name: output.trigger.interval_seconds for output in plan.outputs}
-    return Monitor(plan.spec, plan.root, triggers, dsn_secrets(dsn), file_probes(plan))
+    secrets = [secret for output in plan.outputs for secret in output.sink.secrets()]
+    return Monitor(plan.spec, plan.root, triggers, secrets, file_probes(plan))
 
 
 def file_probes(plan: Plan) -> dict[str, FileSourceProbe]:

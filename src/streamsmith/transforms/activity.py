@@ -37,12 +37,18 @@ def deduplicated_counts(events: DataFrame, delay: str = "5 seconds") -> DataFram
 
 
 def activity_sessions(
-    events: DataFrame, gap: str = "30 seconds", delay: str = "5 seconds"
+    events: DataFrame,
+    gap: str = "30 seconds",
+    delay: str = "5 seconds",
+    *,
+    close_at_end: bool = False,
 ) -> DataFrame:
     """Closed sessions of one activity per user (see ``streamsmith.stateful.sessions``):
-    the seed's first/last time per user and activity, with an inactivity ``gap``."""
+    the seed's first/last time per user and activity, with an inactivity ``gap``;
+    ``close_at_end``: the input is all there is (a batch run), so sessions still open at
+    its end are closed."""
     gap_ms = int(parse_duration(gap) * 1000)
-    processor = ActivitySessions(gap_ms, EVENT_TIME, close_at_end=not events.isStreaming)
+    processor = ActivitySessions(gap_ms, EVENT_TIME, close_at_end=close_at_end)
     return (
         events.select("User", "gt", EVENT_TIME)
         .withWatermark(EVENT_TIME, delay)

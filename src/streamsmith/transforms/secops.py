@@ -135,11 +135,13 @@ def security_alerts(
     window: str = "5 minutes",
     cooldown: str = "30 minutes",
     silence: str = "25 minutes",
+    close_at_end: bool = False,
 ) -> DataFrame:
     """Alerts of every rule (see ``streamsmith.stateful.detection``), one schema; with
     ``flows`` and a ``secops-anomaly`` model path, also hosts whose traffic windows the
-    model scores as anomalous."""
-    batch = not auth.isStreaming
+    model scores as anomalous. ``close_at_end``: the input is all there is (a batch
+    run), so the rules' timers fire at its end instead of waiting for later events."""
+    batch = close_at_end
     # Every login goes to the rule, which skips successes: filtering first would not do,
     # since Spark pushes a filter below the watermark, whose event time would then follow
     # the failures only and hold back every other rule in this query (a query's
@@ -209,9 +211,13 @@ def alert_messages(alerts: DataFrame) -> DataFrame:
     )
 
 
-def lease_history(dhcp: DataFrame, delay: str = "5 minutes") -> DataFrame:
-    """Closed DHCP leases per IP with why they ended (``streamsmith.stateful.leases``)."""
-    batch = not dhcp.isStreaming
+def lease_history(
+    dhcp: DataFrame, delay: str = "5 minutes", *, close_at_end: bool = False
+) -> DataFrame:
+    """Closed DHCP leases per IP with why they ended (``streamsmith.stateful.leases``);
+    ``close_at_end``: the input is all there is (a batch run), so leases still open at
+    its end are closed as a stream's timers would close them."""
+    batch = close_at_end
     events = dhcp.select("ip", EVENT_TIME, "action", "mac", "hostname", "lease_seconds")
     if batch:
         events = with_horizon(events, delay)

@@ -231,6 +231,14 @@ def reset_target(target: PostgresTarget) -> None:
             )
 
 
+def read_target(target: PostgresTarget, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Every row of the table, with ``columns`` in that order (tests read sinks back)."""
+    names = sql.SQL(", ").join(map(sql.Identifier, columns))
+    with _connect(target) as conn:
+        query = sql.SQL("SELECT {} FROM {}").format(names, target.qualified)
+        return [tuple(row) for row in conn.execute(query).fetchall()]
+
+
 def _connect(target: PostgresTarget) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(target.dsn, connect_timeout=10)

@@ -1,0 +1,207 @@
+"""The sink interface: one class per output format, registered by its format name.
+
+A sink is everything the runtime needs to know about one kind of output, so that adding
+a format is one new module (see ``streamsmith.io.sinks``):
+
+- its typed options (``Options``), validated when the plan is built, before Spark starts;
+- which output modes it takes, and how ``dry-run`` describes it;
+- how it starts a streaming query, idempotent per batch id (a replayed batch must not
+  add its rows twice: Spark's file-sink log, a ledger, keys, or batch-named files);
+- what ``--full-refresh`` removes, how ``check-upgrade`` judges a change of sink
+  between restarts (:class:`UpgradeRules`), and how tests read its content back.
+
+The lifecycle follows quix-streams' sinks and SDP's typed outputs: the plan builds a sink
+from its options (:meth:`Sink.__init__`, no I/O), the runtime calls :meth:`Sink.start`
+for each run of the query, and :meth:`Sink.reset` on a full refresh.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import StructType
+
+from streamsmith.config import PipelineSpec, StrictModel, Trigger
+from streamsmith.io.lake import read_table, start_foreach_batch, table_path
+
+OutputMode = Literal["append", "update", "complete"]
+ALL_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
+
+
+class SinkOptions(StrictModel):
+    """A sink's own keys under ``flows.<flow>.sink`` (beside ``format`` and
+    ``output_mode``); subclasses declare them as typed fields. Unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink learns of the pipeline when the plan builds it."""
+
+    spec: PipelineSpec
+    app: str
+    flow: str
+    search_path: tuple[Path, ...] = ()  # where users' modules named by the sink are looked up
+
+    @property
+    def root(self) -> Path:
+        return self.spec.root
+
+
+@dataclass(frozen=True)
+class QueryArgs:
+    """One streaming query of a sink: Spark's name for it, its checkpoint, its trigger."""
+
+    name: str
+    checkpoint: Path
+    trigger: Trigger
+    output_mode: OutputMode
+
+
+@dataclass(frozen=True)
+class UpgradeRules:
+    """How ``check-upgrade`` judges a change of this sink between restarts, by Spark's
+    rules ("Recovery Semantics after Changes in a Streaming Query").
+
+    ``family``: ``file`` (Spark's file sink), ``kafka``, ``foreach`` (``foreachBatch``
+    and its like), or ``rebuilt`` (nothing to resume: a memory table is rebuilt every
+    run). A query may switch between sinks of the ``foreach`` and ``kafka`` families, from
+    a ``file`` sink to a ``kafka`` one, and to or from a ``rebuilt`` one.
+    ``keeps_schema``: the written table keeps its first schema, so a new output schema
+    needs a full refresh. ``fixed_location``: a file sink's folder may not move.
+    """
+
+    family: Literal["file", "kafka", "foreach", "rebuilt"]
+    keeps_schema: bool = False
+    fixed_location: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "keeps_schema": self.keeps_schema,
+            "fixed_location": self.fixed_location,
+        }
+
+
+class Sink(ABC):
+    """One output of a flow. Subclasses set the class attributes and implement
+    :meth:`start`; the rest has defaults for a sink that keeps nothing in the lake.
+
+    ``format`` is the name users write in the spec; ``kind`` the name plans, status,
+    checkpoint fingerprints and the event log use (``table`` for the lake's parquet,
+    ``topic`` for kafka, else the format).
+    """
+
+    format: ClassVar[str]
+    kind: ClassVar[str]
+    Options: ClassVar[type[SinkOptions]] = SinkOptions
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("append",)
+    upgrade: ClassVar[UpgradeRules] = UpgradeRules("foreach")
+    # Whether ``target`` names a table (lake, database, memory): a flow's quarantine and
+    # late-events tables are named after it, else after the flow.
+    writes_table: ClassVar[bool] = False
+
+    def __init__(self, options: SinkOptions, context: SinkContext) -> None:
+        self.options = options
+        self.context = context
+
+    @property
+    @abstractmethod
+    def target(self) -> str:
+        """The table or topic written: one flow per target in a pipeline."""
+
+    @property
+    def lake_path(self) -> Path | None:
+        """The lake folder this sink writes, if any (other flows may read it as a stream)."""
+        return None
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        """Partition columns, for the backfill of this output too."""
+        return ()
+
+    @property
+    def spark_name(self) -> str | None:
+        """The name Spark must know the query by, when the sink decides it."""
+        return None
+
+    def describe(self) -> str:
+        """Where the rows go, for ``dry-run``: never a secret."""
+        return f"{self.kind} {self.target}"
+
+    @abstractmethod
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        """Start the streaming query writing ``frame``, idempotent per batch id."""
+
+    def secrets(self) -> list[str]:
+        """What the run must redact from its events and messages (resolved credentials)."""
+        return []
+
+    def reset(self) -> list[str]:
+        """Remove what the sink wrote, for ``--full-refresh``; says what was removed.
+
+        The default removes the lake folder; sinks whose output others consume (Kafka
+        topics) leave it alone.
+        """
+        import shutil
+
+        path = self.lake_path
+        if path is None or not path.exists():
+            return []
+        shutil.rmtree(path)
+        return [str(path)]
+
+    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
+        """The sink's current content as a batch frame with ``schema``'s columns, for
+        tests (``streamsmith.testing``)."""
+        raise ValueError(f"the {self.format} sink of flow {self.context.flow} cannot be read back")
+
+
+def start_batches(
+    frame: DataFrame, write: Callable[[DataFrame, int], None], query: QueryArgs
+) -> StreamingQuery:
+    """Start ``query`` handing each micro-batch and its id to ``write`` (``foreachBatch``)."""
+    return start_foreach_batch(
+        frame,
+        write,
+        name=query.name,
+        checkpoint=query.checkpoint,
+        trigger=query.trigger,
+        output_mode=query.output_mode,
+    )
+
+
+class LakeTableOptions(SinkOptions):
+    """``table``: a lake table's name (``<storage_root>/tables/<table>``)."""
+
+    table: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class LakeBackedSink(Sink):
+    """A sink keeping a lake table named by its ``table`` option: the table's folder is
+    what a full refresh removes and what tests read back."""
+
+    writes_table = True
+    options: LakeTableOptions
+
+    @property
+    def target(self) -> str:
+        return self.options.table
+
+    @property
+    def lake_path(self) -> Path:
+        return table_path(self.context.root, self.options.table)
+
+    def describe(self) -> str:
+        return f"parquet {self.lake_path}"
+
+    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
+        return read_table(spark, self.lake_path)

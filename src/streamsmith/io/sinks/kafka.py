@@ -1,0 +1,123 @@
+"""The Kafka topic sink: rows with ``key`` and ``value`` columns to a topic.
+
+At least once: a batch replayed after a crash is produced again, with the same keys, so
+consumers keeping the newest value per key (and compacted topics) see each result once.
+Spark's JVM connector writes when it is on the classpath, streamsmith's otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import StructType
+
+from streamsmith.config import ConfValue, SourceSpec
+from streamsmith.errors import UserError
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.sinks.base import (
+    ALL_MODES,
+    QueryArgs,
+    Sink,
+    SinkContext,
+    SinkOptions,
+    UpgradeRules,
+)
+from streamsmith.io.sources import jvm_kafka_available, read_kafka
+
+
+class KafkaTopicOptions(SinkOptions):
+    """``topic``: where rows go; ``options``: Kafka sink options (``kafka.*`` settings
+    over the pipeline's ``kafka`` block); ``connector``: ``auto``, ``jvm`` or ``python``."""
+
+    topic: str
+    connector: Literal["auto", "jvm", "python"] = "auto"
+    options: dict[str, ConfValue] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_topic_not_a_table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (
+            not data.get("topic") or any(data.get(k) for k in ("table", "key", "partition_by"))
+        ):
+            raise ValueError("a kafka sink needs a topic (and no table, key or partition_by)")
+        return data
+
+
+class KafkaTopicSink(Sink):
+    """A Kafka topic; the flow's output has ``key`` and ``value`` columns."""
+
+    format: ClassVar[str] = "kafka"
+    kind: ClassVar[str] = "topic"
+    Options = KafkaTopicOptions
+    output_modes = ALL_MODES
+    upgrade = UpgradeRules("kafka")
+    options: KafkaTopicOptions
+
+    @property
+    def target(self) -> str:
+        return self.options.topic
+
+    def __init__(self, options: KafkaTopicOptions, context: SinkContext) -> None:
+        super().__init__(options, context)
+        where = f"flows.{context.flow}.sink"
+        try:
+            context.spec.check_kafka_servers(where, options.options)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        # The sink's Kafka options over the pipeline-wide ``kafka`` block.
+        self.settings = context.spec.kafka_options(options.options)
+
+    def describe(self) -> str:
+        return f"kafka topic {self.target}"
+
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        """Spark lets Python data sources stream in append mode only, so update and
+        complete modes on streamsmith's connector write each micro-batch with its batch
+        writer from ``foreachBatch``: the same producer, flush and failure rules, the same
+        at-least-once guarantee."""
+        connector = self.options.connector
+        use_jvm = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
+        if not use_jvm:
+            register_kafka_source(spark)
+        fmt = "kafka" if use_jvm else SOURCE_NAME
+        settings = {key: _option(value) for key, value in self.settings.items()}
+        settings["topic"] = self.target
+        writer = (
+            frame.writeStream.queryName(query.name)
+            .outputMode(query.output_mode)
+            .option("checkpointLocation", str(query.checkpoint))
+            .trigger(**query.trigger.spark_kwargs())
+        )
+        if use_jvm or query.output_mode == "append":
+            return writer.format(fmt).options(**settings).start()
+
+        def write_batch(batch: DataFrame, _batch_id: int) -> None:
+            batch.write.format(fmt).options(**settings).mode("append").save()
+
+        return writer.foreachBatch(write_batch).start()
+
+    def reset(self) -> list[str]:
+        """Topics are left alone: consumers may read them (delete them with Kafka's tools)."""
+        return []
+
+    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
+        """The topic as its current value per key (the newest record), keys and values
+        as strings."""
+        options = {**self.settings, "subscribe": self.target, "startingOffsets": "earliest"}
+        source = SourceSpec(format="kafka", options=options)
+        records = read_kafka(spark, source, streaming=False)
+        order = F.struct("timestamp", "partition", "offset")
+        return records.groupBy(F.col("key").cast("string").alias("key")).agg(
+            F.max_by(F.col("value").cast("string"), order).alias("value")
+        )
+
+
+def _option(value: ConfValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+SINK = KafkaTopicSink

@@ -1,0 +1,108 @@
+"""A flow's frames: its source read, parsed and transformed, streaming or batch.
+
+Both modes call the same source reader and the same transform; only the edges differ
+(``readStream`` versus ``read``), which is what makes the streaming output a prefix of
+the batch output over the same input. What differs between the two is decided here, at
+the edge: transforms never ask whether their input is a stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
+from streamsmith.io.lake import model_path, read_table, table_path
+from streamsmith.io.sources import read_source
+from streamsmith.runtime.flow_batches import observe_flow
+from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
+from streamsmith.transforms.quarantine import (
+    POSITION,
+    REJECT_REASON,
+    SOURCE_FILE,
+    accepted,
+    quarantined,
+)
+
+
+@dataclass(frozen=True)
+class FlowFrames:
+    """A flow's frames over one read of its source: the output, and the tagged events
+    its quarantine and late-events companions take (None when it has no ``prepare``)."""
+
+    output: DataFrame
+    tagged: DataFrame | None
+
+
+def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> FlowFrames:
+    """The flow's transformed frames over its source (and lookup tables), streaming or batch."""
+    definition = flow.definition
+    source = read_source(
+        spark, flow.source, flow.source_path, definition.record_schema, streaming=streaming
+    )
+    inputs: dict[str, Any] = {
+        name: read_table(spark, table_path(root, name)) for name in definition.lookups
+    }
+    if definition.models:
+        inputs["models"] = {name: str(model_path(root, name)) for name in definition.models}
+    if not streaming:
+        inputs.update(definition.batch_arguments)
+    for stream in flow.streams:
+        other = read_source(
+            spark,
+            stream.source,
+            stream.source_path,
+            stream.definition.record_schema,
+            streaming=streaming,
+        )
+        inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
+    if definition.prepare is None:
+        return FlowFrames(definition.transform(source, **inputs), None)
+    tagged = definition.prepare(source)
+    # The main query reports its rejects and oldest event time per batch, so the side
+    # queries can skip the batches that hold nothing for them. The report needs every
+    # row parsed (Spark then cannot push the transform's filters into a JSON reader), so
+    # a flow without side queries goes without it.
+    rule = definition.event_time
+    late_time = rule.column if rule is not None and definition.record_late else None
+    reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
+    counted = observe_flow(tagged, late_time) if reported else tagged
+    return FlowFrames(definition.transform(_accepted(counted), **inputs), tagged)
+
+
+def _accepted(tagged: DataFrame) -> DataFrame:
+    return accepted(tagged) if REJECT_REASON in tagged.columns else tagged
+
+
+def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
+    """The part of a flow's frames that goes to ``output``."""
+    tagged = frames.tagged if frames.tagged is not None else frames.output
+    if output.role == "quarantine":
+        return quarantined(tagged)
+    if output.role == "late":  # lineage lines late events up with the flow's batches
+        if REJECT_REASON not in tagged.columns:
+            return tagged
+        return accepted(tagged, keep=(SOURCE_FILE, POSITION))
+    return _accepted(frames.output)
+
+
+def query_frame(
+    spark: SparkSession,
+    flow: FlowPlan,
+    output: Output,
+    root: Path,
+    frames: FlowFrames | None = None,
+) -> DataFrame:
+    """What the streaming query of ``output`` writes: its part of the flow's ``frames``
+    (one read of the source for all of the flow's queries), or of a read of its own."""
+    if is_side_query(flow, output) and RANGE_CACHE in flow.source.options:
+        # A side query may skip batches, so it reads shared Kafka ranges uncounted.
+        options = {**flow.source.options, RANGE_CACHE_COUNTED: False}
+        flow = replace(flow, source=flow.source.model_copy(update={"options": options}))
+        frames = None
+    if frames is None:
+        frames = flow_frames(spark, flow, root, streaming=True)
+    return output_frame(frames, output)

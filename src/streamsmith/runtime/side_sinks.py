@@ -1,0 +1,128 @@
+"""The sinks of a flow's side queries: its quarantine and its late events.
+
+They are sinks like any other (``streamsmith.io.sinks.base``), but the plan adds them to
+a flow rather than the spec naming them, and they know the flow's main query: each side
+query finds the main query's batches that read its input and skips those the main query
+found clean or on time (``streamsmith.runtime.flow_batches``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from streamsmith.io.lake import start_table_stream
+from streamsmith.io.sinks.base import (
+    LakeBackedSink,
+    LakeTableOptions,
+    QueryArgs,
+    SinkContext,
+    UpgradeRules,
+)
+from streamsmith.monitor.progress import QUARANTINE_METRIC
+from streamsmith.runtime.app import EventTime
+from streamsmith.runtime.clean_input import can_skip_clean_input, start_quarantine_stream
+from streamsmith.runtime.flow_batches import FlowCover, FlowFacts, SourceKind
+from streamsmith.runtime.late import BATCH_COLUMN, start_late_stream
+from streamsmith.transforms.quarantine import POSITION, QUARANTINE_PARTITION_BY, SOURCE_FILE
+
+
+@dataclass(frozen=True)
+class MainQuery:
+    """What a side query knows of its flow's main query.
+
+    ``source`` says how to find the main query's batches that read a side batch's input
+    (by file, or by Kafka offset); None when the flow reads several sources.
+    """
+
+    checkpoint: Path
+    spark_name: str
+    source: SourceKind | None
+    prepared: bool  # the flow parses its input in a prepare stage that tags rejects
+
+
+class _SideSink(LakeBackedSink):
+    upgrade = UpgradeRules("file", keeps_schema=True, fixed_location=True)
+
+    def __init__(self, table: str, context: SinkContext, main: MainQuery) -> None:
+        super().__init__(LakeTableOptions(table=table), context)
+        self.main = main
+
+
+class QuarantineSink(_SideSink):
+    """Rejected rows with their raw payload and reason, partitioned by reason's date."""
+
+    format: ClassVar[str] = "quarantine"
+    kind: ClassVar[str] = "quarantine"
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return QUARANTINE_PARTITION_BY
+
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        """Skipping what the flow's main query found clean where it can tell
+        (``streamsmith.runtime.clean_input``), else Spark's file sink."""
+        main = self.main
+        skips = main.prepared and can_skip_clean_input(
+            self.lake_path, single_input=main.source is not None
+        )
+        if main.source is not None and skips:
+            return start_quarantine_stream(
+                frame,
+                name=query.name,
+                path=self.lake_path,
+                checkpoint=query.checkpoint,
+                trigger=query.trigger,
+                partition_by=self.partition_by,
+                cover=FlowCover(main.source, main.checkpoint, query.checkpoint),
+                facts=FlowFacts(spark, main.spark_name),
+            )
+        frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
+        return start_table_stream(
+            frame,
+            name=query.name,
+            path=self.lake_path,
+            checkpoint=query.checkpoint,
+            trigger=query.trigger,
+            partition_by=self.partition_by,
+        )
+
+
+class LateEventsSink(_SideSink):
+    """Events the flow's watermark dropped, with the watermark that dropped them."""
+
+    format: ClassVar[str] = "late"
+    kind: ClassVar[str] = "late"
+    upgrade = UpgradeRules("foreach", fixed_location=True)
+
+    def __init__(self, table: str, context: SinkContext, main: MainQuery, rule: EventTime) -> None:
+        super().__init__(table, context, main)
+        self.rule = rule
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return (BATCH_COLUMN,)
+
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        """Each event gets the watermark of the flow's batch that read it, when the
+        frame still says where each row came from."""
+        source = self.main.source
+        needed = {"files": {SOURCE_FILE}, "kafka": {SOURCE_FILE, POSITION}}
+        if source is not None and not needed[source] <= set(frame.columns):
+            source = None
+        return start_late_stream(
+            frame,
+            self.rule,
+            name=query.name,
+            path=self.lake_path,
+            checkpoint=query.checkpoint,
+            trigger=query.trigger,
+            flow_checkpoint=self.main.checkpoint,
+            source=source,
+            facts=FlowFacts(spark, self.main.spark_name) if source else None,
+        )

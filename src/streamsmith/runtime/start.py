@@ -1,0 +1,97 @@
+"""Starting and stopping a flow's queries: the one path every run takes.
+
+``streamsmith run`` (always-on and catch-up) starts queries through the supervisor, the
+prefix-integrity harness and tests through :func:`start_queries`; both call
+:func:`start_flow`, so what is tested is what runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from streamsmith.io.sinks.base import QueryArgs
+from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
+from streamsmith.runtime.frames import flow_frames, query_frame
+from streamsmith.runtime.plan import FlowPlan, Output, Plan
+
+Started = list[tuple[Output, StreamingQuery]]
+
+
+def start_output(
+    spark: SparkSession, frame: DataFrame, output: Output, flow: FlowPlan
+) -> StreamingQuery:
+    """Start the streaming query of one output of ``flow``, writing ``frame``; record
+    the fingerprint ``check-upgrade`` compares the next version of the code with."""
+    print_ = fingerprint(frame, output, flow)
+    query = output.sink.start(
+        spark,
+        frame,
+        QueryArgs(output.query_name, output.checkpoint, output.trigger, output.output_mode),
+    )
+    record_fingerprint(output.checkpoint, print_)
+    return query
+
+
+def start_flow(
+    spark: SparkSession, plan: Plan, flow: FlowPlan, outputs: Sequence[Output] | None = None
+) -> Started:
+    """Start the queries of ``flow`` (or of those of its ``outputs`` given) over one read
+    of its source; if one cannot start, stop those already started."""
+    frames = flow_frames(spark, flow, plan.root, streaming=True)
+    started: Started = []
+    try:
+        for output in flow.outputs if outputs is None else outputs:
+            frame = query_frame(spark, flow, output, plan.root, frames)
+            started.append((output, start_output(spark, frame, output, flow)))
+    except BaseException:
+        for _, query in started:
+            query.stop()
+        raise
+    return started
+
+
+def start_queries(spark: SparkSession, plan: Plan) -> Started:
+    """Start one named streaming query per output of every flow (unsupervised: tests and
+    the harness drive them with ``processAllAvailable``)."""
+    started: Started = []
+    try:
+        for flow in plan.flows:
+            started += start_flow(spark, plan, flow)
+    except BaseException:
+        for _, query in started:
+            query.stop()
+        raise
+    return started
+
+
+def wait_for(query: StreamingQuery, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``query`` to end.
+
+    A failure is not raised here: it stays in ``query.exception()``, from which the
+    supervisor reads it.
+    """
+    try:
+        query.awaitTermination(seconds)  # type: ignore[arg-type]  # PySpark takes float seconds
+    except StreamingQueryException:
+        return
+
+
+def stop_gracefully(queries: Sequence[StreamingQuery], timeout_seconds: float) -> None:
+    """Stop each query between batches, waiting up to ``timeout_seconds`` in total.
+
+    A query still inside a batch at the deadline is stopped anyway; its checkpoint makes
+    the interrupted batch run again on the next start, so nothing is lost or doubled.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    for query in queries:
+        while (
+            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+        ):
+            wait_for(query, 0.1)
+        if query.isActive:
+            query.stop()

@@ -41,10 +41,10 @@ def start_topic_stream(
     ``foreachBatch``: the same producer, flush and failure rules, the same at-least-once
     guarantee.
     """
-    use_jvm = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
-    if not use_jvm:
+    spark_connector = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
+    if not spark_connector:
         register_kafka_source(spark)
-    fmt = "kafka" if use_jvm else SOURCE_NAME
+    fmt = "kafka" if spark_connector else SOURCE_NAME
     settings = {key: _option(value) for key, value in options.items()}
     settings["topic"] = topic
     writer = (
@@ -53,7 +53,7 @@ def start_topic_stream(
         .option("checkpointLocation", str(checkpoint))
         .trigger(**trigger.spark_kwargs())
     )
-    if use_jvm or output_mode == "append":
+    if spark_connector or output_mode == "append":
         return writer.format(fmt).options(**settings).start()
 
     def write_batch(batch: DataFrame, _batch_id: int) -> None:

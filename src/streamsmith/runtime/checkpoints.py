@@ -28,6 +28,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from streamsmith import jvm
 from streamsmith.config import SourceSpec
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 
@@ -118,7 +119,7 @@ def stateful_operators(frame: DataFrame) -> list[dict[str, Any]]:
         for child in children:
             walk(child)
 
-    walk(frame._jdf.queryExecution().analyzed())
+    walk(jvm.analyzed_plan(frame))
     return found
 
 

@@ -49,6 +49,7 @@ demo: setup
 test: setup browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 # Prefix integrity with 50 random splits per reference app (make test runs 5).
@@ -62,10 +63,12 @@ test-fast: setup
 test-cluster: setup
 	$(PY) -m pytest -m cluster
 
+# lint-imports checks the layer contracts of pyproject.toml's [tool.importlinter].
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 format: setup
 	$(VENV)/bin/ruff format src tests benchmarks

@@ -92,7 +92,7 @@ def train_on_quiet_day(spark: SparkSession, root: Path, devices: int) -> Anomaly
     """The model fitted on the day before (same network, no anomaly), made current."""
     history = secops_data(devices=devices, seed=2, anomalous_host=False, start=HISTORY_START)
     model, fitted = train(host_windows(_flows(spark, history)))
-    save(model, fitted, model_path(root, MODEL_NAME).parent)
+    save(model, fitted, model_path(root, MODEL_NAME))
     return model
 
 

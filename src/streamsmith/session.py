@@ -127,7 +127,7 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     for key, value in conf.items():
         builder = builder.config(key, value)
     if SparkContext._active_spark_context is None:  # a JVM is about to start
-        with _jvm_stderr_filtered():
+        with _java_stderr_filtered():
             session = builder.getOrCreate()
     else:
         session = builder.getOrCreate()
@@ -194,7 +194,7 @@ def package_zip(cache_dir: Path | None = None) -> Path:
 
 
 @contextmanager
-def _jvm_stderr_filtered() -> Iterator[None]:
+def _java_stderr_filtered() -> Iterator[None]:
     """Point fd 2 at a filtering pipe while the JVM starts (it inherits that fd), then
     give this process its own stderr back."""
     read_fd, write_fd = os.pipe()

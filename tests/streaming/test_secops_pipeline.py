@@ -150,7 +150,7 @@ def train_model(spark: SparkSession, root: Path) -> None:
     flows = spark.read.schema(FLOW_SCHEMA).json(spark.sparkContext.parallelize(lines))
     clean = flows.dropna(subset=["event_time", "src_ip", "bytes"]).filter("bytes >= 0")
     model, fitted = train(host_windows(clean))
-    save(model, fitted, model_path(root, MODEL_NAME).parent)
+    save(model, fitted, model_path(root, MODEL_NAME))
 
 
 def check_outputs(

@@ -96,7 +96,7 @@ def train_anomaly_model(
         model, fitted = train(host_windows(flows), k=clusters, margin=margin)
     except ValueError as exc:
         raise UserError(f"cannot train {MODEL_NAME}: {exc}") from None
-    return model, save(model, fitted, model_path(root, MODEL_NAME).parent)
+    return model, save(model, fitted, model_path(root, MODEL_NAME))
 
 
 def _day(spark: SparkSession, root: Path, table: str, condition: Column) -> DataFrame:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from streamsmith import jvm
 from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
@@ -52,13 +52,7 @@ def kafka_format(spark: SparkSession, spec: SourceSpec) -> str:
 
 def jvm_kafka_available(spark: SparkSession) -> bool:
     """Whether Spark's own Kafka connector (spark-sql-kafka) is on the classpath."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    try:
-        jvm.org.apache.spark.util.Utils.classForName(JVM_KAFKA_PROVIDER, True, False)
-    except Py4JError:
-        return False
-    return True
+    return jvm.class_available(spark, JVM_KAFKA_PROVIDER)
 
 
 # Large Kafka batches are cut into about this many tasks per core (Spark's minPartitions),

@@ -30,8 +30,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 
 from streamsmith.config import ConfValue, Trigger, parse_duration
 from streamsmith.errors import UserError
+from streamsmith.io.http_json import post_json
 from streamsmith.io.lake import save_schema, start_foreach_batch
-from streamsmith.monitor.notify import post_json
 
 log = logging.getLogger(__name__)
 

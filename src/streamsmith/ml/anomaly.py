@@ -29,8 +29,6 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamsmith.io.lake import MODEL_FILE
-
 FEATURES = ("flows", "bytes", "destinations", "ports")
 MODEL_NAME = "secops-anomaly"
 
@@ -93,14 +91,16 @@ def train(
     return AnomalyModel(**{**asdict(model), "threshold": threshold}), fitted
 
 
-def save(model: AnomalyModel, fitted: object, folder: Path) -> Path:
-    """Save the MLlib pipeline under ``folder/<version>`` and make it current."""
+def save(model: AnomalyModel, fitted: object, path: Path) -> Path:
+    """Make ``model`` the current one at ``path`` (``streamsmith.io.lake.model_path``, which
+    owns the lake's layout) and save its MLlib pipeline beside it, under ``<version>``."""
+    folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
     fitted.write().overwrite().save(str(folder / model.version))  # type: ignore[attr-defined]
-    staging = folder / f".{MODEL_FILE}.tmp"
+    staging = folder / f".{path.name}.tmp"
     staging.write_text(json.dumps(asdict(model), indent=2), encoding="utf-8")
-    staging.replace(folder / MODEL_FILE)
-    return folder / MODEL_FILE
+    staging.replace(path)
+    return path
 
 
 def load(path: Path) -> AnomalyModel:

@@ -8,7 +8,6 @@ event log records it), never raised into the stream.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -16,13 +15,13 @@ import smtplib
 import threading
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from functools import partial
 from typing import Any
 
 from streamsmith.config import NotifySpec, SmtpSpec, parse_duration
+from streamsmith.io.http_json import post_json
 
 log = logging.getLogger(__name__)
 
@@ -95,21 +94,6 @@ class Notifier:
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s notification attempt %d failed: %s", channel, attempt + 1, error)
         self.on_failure(channel, error, event)
-
-
-def post_json(
-    url: str, event: Mapping[str, Any], timeout: float, idempotency_key: str | None = None
-) -> None:
-    """POST ``event`` as JSON; any answer but 2xx is a failure."""
-    headers = {"Content-Type": "application/json", "User-Agent": "streamsmith"}
-    if idempotency_key:
-        headers["Idempotency-Key"] = idempotency_key
-    request = urllib.request.Request(
-        url, data=json.dumps(event, default=str).encode(), headers=headers, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        if not 200 <= response.status < 300:
-            raise OSError(f"webhook answered HTTP {response.status}")
 
 
 def send_mail(smtp: SmtpSpec, event: Mapping[str, Any], timeout: float) -> None:

@@ -27,6 +27,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
+from streamsmith import jvm
 from streamsmith.config import PipelineSpec, parse_duration
 from streamsmith.io.postgres.dsn import dsn_secrets
 from streamsmith.monitor import observed
@@ -201,7 +202,7 @@ class ProgressListener(StreamingQueryListener):
 
 def flush_listener_bus(spark: SparkSession, timeout_ms: int = 30_000) -> None:
     """Wait until Spark has delivered every pending listener event (progress included)."""
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+    jvm.wait_for_listener_bus(spark, timeout_ms)
 
 
 def first_line(text: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from streamsmith import jvm
 from streamsmith.config import SourceSpec
 from streamsmith.io.sinks.base import UpgradeRules
 from streamsmith.runtime.frames import flow_frames, output_frame
@@ -136,7 +137,7 @@ def stateful_operators(frame: DataFrame) -> list[dict[str, Any]]:
         for child in children:
             walk(child)
 
-    walk(frame._jdf.queryExecution().analyzed())
+    walk(jvm.analyzed_plan(frame))
     return found
 
 

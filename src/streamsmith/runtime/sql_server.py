@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from streamsmith import jvm
 from streamsmith.errors import UserError
 
 LOOPBACK = "127.0.0.1"
@@ -48,11 +49,7 @@ def start_sql_server(spark: SparkSession, port: int) -> SqlServer:
     spark.conf.set("hive.server2.thrift.port", str(port))
     spark.conf.set("hive.server2.thrift.bind.host", LOOPBACK)
     spark.conf.set("hive.server2.transport.mode", "binary")
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    server_class = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
-    handle = server_class.startWithContext(spark._jsparkSession.sqlContext())
-    return SqlServer(port, handle)
+    return SqlServer(port, jvm.start_thrift_server(spark))
 
 
 def beeline_query(

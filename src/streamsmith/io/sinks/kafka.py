@@ -80,10 +80,10 @@ class KafkaTopicSink(Sink):
         writer from ``foreachBatch``: the same producer, flush and failure rules, the same
         at-least-once guarantee."""
         connector = self.options.connector
-        use_jvm = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
-        if not use_jvm:
+        spark_connector = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
+        if not spark_connector:
             register_kafka_source(spark)
-        fmt = "kafka" if use_jvm else SOURCE_NAME
+        fmt = "kafka" if spark_connector else SOURCE_NAME
         settings = {key: _option(value) for key, value in self.settings.items()}
         settings["topic"] = self.target
         writer = (
@@ -92,7 +92,7 @@ class KafkaTopicSink(Sink):
             .option("checkpointLocation", str(query.checkpoint))
             .trigger(**query.trigger.spark_kwargs())
         )
-        if use_jvm or query.output_mode == "append":
+        if spark_connector or query.output_mode == "append":
             return writer.format(fmt).options(**settings).start()
 
         def write_batch(batch: DataFrame, _batch_id: int) -> None:

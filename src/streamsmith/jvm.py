@@ -1,0 +1,84 @@
+"""Every use of PySpark's private JVM handles (``_jvm``, ``_jsc``, ``_jsparkSession``, ``_jdf``).
+
+Each function here does one thing public PySpark cannot, and says why. Keeping them in one
+module keeps the rest of streamsmith on the public API, so a PySpark upgrade that moves a
+handle, or a port to Spark Connect (where the client has no JVM and every handle raises
+``PySparkAttributeError`` with ``JVM_ATTRIBUTE_NOT_SUPPORTED``), is one file's work.
+streamsmith builds classic sessions only (``streamsmith.session.build_session``).
+
+This module sits at the bottom layer: it imports pyspark, py4j and the standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from py4j.java_gateway import JVMView
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkAttributeError
+from pyspark.sql import DataFrame, SparkSession
+
+
+def _jvm(spark: SparkSession) -> JVMView:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # set while the session's context is up
+    return jvm
+
+
+def class_available(spark: SparkSession, name: str) -> bool:
+    """Whether the driver's classpath has the class ``name`` (e.g. an optional connector).
+
+    PySpark has no public way to ask whether a class can be loaded: the ``spark.jars*``
+    settings name what was asked for, not the JARs of the Spark distribution or image, and
+    a wrong guess fails only when a query starts. Under Spark Connect the
+    client cannot see the server's classpath, so this answers ``False`` and a caller falls
+    back to what needs no extra JAR (for Kafka: streamsmith's own Python data source, which
+    Connect runs too).
+    """
+    try:
+        jvm = _jvm(spark)
+    except PySparkAttributeError:  # Spark Connect: no JVM on this side
+        return False
+    try:
+        jvm.org.apache.spark.util.Utils.classForName(name, True, False)
+    except Py4JError:
+        return False
+    return True
+
+
+def wait_for_listener_bus(spark: SparkSession, timeout_ms: int) -> None:
+    """Block until Spark's listener bus has delivered every pending event to its listeners.
+
+    Streaming progress reaches a ``StreamingQueryListener`` asynchronously; after
+    ``query.stop()`` the last events may still be queued, and PySpark has no public flush.
+    The monitor drains the bus before it stops so the last batch's progress is recorded.
+    Under Spark Connect listener events come over the network and there is no bus to reach:
+    this raises ``PySparkAttributeError``, and the caller cannot drain it.
+    """
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+
+
+def analyzed_plan(frame: DataFrame) -> Any:
+    """The frame's analyzed logical plan: the JVM ``LogicalPlan`` node at its root.
+
+    The checkpoint fingerprint walks it (``children()``, ``nodeName()``, ``isStreaming()``,
+    ``simpleString(n)``) to find the stateful operators whose state a checkpoint keeps.
+    PySpark exposes plans only as text (``explain``), which names no node and changes
+    between releases. Under Spark Connect the client holds an unresolved protobuf plan:
+    ``frame._jdf`` raises ``PySparkAttributeError`` and the fingerprint fails with it.
+    """
+    return frame._jdf.queryExecution().analyzed()
+
+
+def start_thrift_server(spark: SparkSession) -> Any:
+    """Start Spark's Thrift JDBC/ODBC server (``HiveThriftServer2``) inside ``spark``'s JVM;
+    returns the server's handle (its ``stop()`` ends it, the session stays up).
+
+    There is no Python API for it, and ``start-thriftserver.sh`` starts a new application
+    that would not see this session's views and memory tables. It reads its
+    ``hive.server2.*`` settings from the session's conf, so set them first. Under Spark
+    Connect this raises ``PySparkAttributeError``: the server has to be started on the
+    Connect server's side instead.
+    """
+    server_class = _jvm(spark).org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
+    return server_class.startWithContext(spark._jsparkSession.sqlContext())

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
 from streamsmith.io.lake import read_table, table_path
-from streamsmith.io.sources import read_kafka
+from streamsmith.io.sources.kafka import read_kafka
 from streamsmith.runtime.runner import full_refresh, run_pipeline
 from streamsmith.schemas.ysb import AD_EVENT_SCHEMA
 from streamsmith.transforms.quarantine import REJECT_REASON

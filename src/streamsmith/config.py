@@ -163,9 +163,14 @@ class SourceSpec(StrictModel):
     (``kafka.bootstrap.servers``, ``subscribe``, ``startingOffsets``, ...) and reads
     through Spark's JVM connector when it is on the classpath, streamsmith's Python
     connector otherwise (``connector``).
+
+    Files and Kafka have their keys here, shared by their formats. Any other format is a
+    source plug-in (``streamsmith.io.sources``, e.g. ``rate`` for tests, or a package's,
+    registered under the entry-point group ``streamsmith.sources``): it takes its
+    settings under ``options`` and checks them when the plan is built.
     """
 
-    format: Literal["json", "jsonl", "csv", "text", "parquet", "kafka"]
+    format: str = Field(pattern=_IDENTIFIER)
     path: str | None = Field(default=None, description="directory; relative to storage_root")
     glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
     recursive: bool = True
@@ -196,7 +201,7 @@ class SourceSpec(StrictModel):
                 )
             return self
         keys = {key.lower() for key in self.options}
-        if len(keys & {"subscribe", "subscribepattern", "assign"}) != 1:
+        if self.format == "kafka" and len(keys & {"subscribe", "subscribepattern", "assign"}) != 1:
             raise ValueError(
                 "a kafka source needs exactly one of subscribe, subscribePattern, assign"
             )
@@ -207,10 +212,13 @@ class SourceSpec(StrictModel):
             or self.min_files_per_trigger
             or self.latest_first
         ):
+            hint = "use options.maxOffsetsPerTrigger for kafka" if self.format == "kafka" else ""
             raise ValueError(
                 "path, glob, max/min_files_per_trigger and latest_first are for file sources; "
-                "use options.maxOffsetsPerTrigger for kafka"
+                + (hint or f"a {self.format} source takes its settings under options")
             )
+        if self.connector != "auto" and self.format != "kafka":
+            raise ValueError("connector is for kafka sources")
         return self
 
 

@@ -63,7 +63,7 @@ def user_code(tmp_path: Path) -> Iterator[Path]:
         for name in [m for m in sys.modules if m.startswith("user_")]:
             del sys.modules[name]
         sinks._load.cache_clear()
-        sinks._plugin_points.cache_clear()
+        sinks._plugin_names.cache_clear()
 
 
 def test_foreach_batch_functions_are_checked_before_spark_starts(
@@ -104,7 +104,7 @@ def test_a_package_registers_its_own_sink_by_entry_point(tmp_path: Path, user_co
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: user-sinks\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[streamsmith.sinks]\nbucket = user_sinks:BucketSink\n")
-    sinks._plugin_points.cache_clear()
+    sinks._plugin_names.cache_clear()
 
     assert "bucket" in formats()
     plan = plan_with(tmp_path, "flows.cloudtrail_events.sink.format=bucket",

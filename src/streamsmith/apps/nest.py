@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.config import PipelineSpec
-from streamsmith.io.sources import read_kafka
+from streamsmith.io.sources.kafka import read_kafka
 from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.transforms.nest import hourly_sightings_by_zip, latest_counts, nest_camera_events
 

@@ -31,8 +31,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith import jvm
-from streamsmith.config import SourceSpec
 from streamsmith.io.sinks.base import UpgradeRules
+from streamsmith.io.sources.base import Source
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 
@@ -71,7 +71,7 @@ def fingerprint(frame: DataFrame, output: Output, flow: FlowPlan) -> dict[str, A
     print_: dict[str, Any] = {
         "version": FINGERPRINT_VERSION,
         "query": output.query_name,
-        "source": _source_print(flow.source, flow.source_path),
+        "source": _source_print(flow.input),
         "sink": {
             "kind": output.kind,
             "target": _target(output),
@@ -82,19 +82,12 @@ def fingerprint(frame: DataFrame, output: Output, flow: FlowPlan) -> dict[str, A
         "stateful": stateful_operators(frame),
     }
     if flow.streams:  # stream-stream joins: Spark numbers the sources in plan order
-        print_["streams"] = [
-            _source_print(stream.source, stream.source_path) for stream in flow.streams
-        ]
+        print_["streams"] = [_source_print(stream.input) for stream in flow.streams]
     return print_
 
 
-def _source_print(source: SourceSpec, path: Path | None) -> dict[str, str]:
-    if source.is_file_source:
-        where = str(path)
-    else:
-        keys = ("subscribe", "subscribepattern", "assign")
-        where = ";".join(f"{k}={v}" for k, v in source.options.items() if k.lower() in keys)
-    return {"format": source.format, "input": where}
+def _source_print(source: Source) -> dict[str, str]:
+    return {"format": source.spec.format, "input": source.identity()}
 
 
 def _target(output: Output) -> str:

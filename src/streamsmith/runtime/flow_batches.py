@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.io.sources.base import SourceKind
 from streamsmith.runtime.polling import poll
 from streamsmith.runtime.source_logs import (
     FileSourceLog,
@@ -41,7 +42,6 @@ from streamsmith.transforms.quarantine import POSITION, REJECT_REASON, SOURCE_FI
 log = logging.getLogger(__name__)
 
 FLOW_METRIC = "streamsmith_flow"  # the main query's observed metric
-SourceKind = Literal["files", "kafka"]
 KafkaRange = tuple[str, int, int | None, int]  # topic, partition, first (None: any), end
 
 

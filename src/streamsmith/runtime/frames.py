@@ -16,7 +16,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, table_path
-from streamsmith.io.sources import read_source
 from streamsmith.runtime.flow_batches import observe_flow
 from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
 from streamsmith.transforms.quarantine import (
@@ -40,9 +39,7 @@ class FlowFrames:
 def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> FlowFrames:
     """The flow's transformed frames over its source (and lookup tables), streaming or batch."""
     definition = flow.definition
-    source = read_source(
-        spark, flow.source, flow.source_path, definition.record_schema, streaming=streaming
-    )
+    source = flow.input.read(spark, definition.record_schema, streaming=streaming)
     inputs: dict[str, Any] = {
         name: read_table(spark, table_path(root, name)) for name in definition.lookups
     }
@@ -51,13 +48,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     if not streaming:
         inputs.update(definition.batch_arguments)
     for stream in flow.streams:
-        other = read_source(
-            spark,
-            stream.source,
-            stream.source_path,
-            stream.definition.record_schema,
-            streaming=streaming,
-        )
+        other = stream.input.read(spark, stream.definition.record_schema, streaming=streaming)
         inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
     if definition.prepare is None:
         return FlowFrames(definition.transform(source, **inputs), None)

@@ -42,6 +42,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType, Ti
 
 from streamsmith.config import Trigger, parse_duration
 from streamsmith.io.lake import replace_batch_files, save_schema, start_foreach_batch
+from streamsmith.io.sources.base import SourceKind
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import LATE_METRIC
 from streamsmith.runtime.app import EventTime
@@ -49,7 +50,6 @@ from streamsmith.runtime.flow_batches import (
     FlowCover,
     FlowFacts,
     Part,
-    SourceKind,
     watermark_before,
 )
 from streamsmith.runtime.polling import poll

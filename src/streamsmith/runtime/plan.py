@@ -26,6 +26,8 @@ from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
+from streamsmith.io.sources import source_class, source_for
+from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, FlowDefinition, StreamInput
 from streamsmith.runtime.late import describe_rule, late_table
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
@@ -84,6 +86,11 @@ class StreamPlan:
     source: SourceSpec
     source_path: Path | None
 
+    @property
+    def input(self) -> Source:
+        """What reads the source (no I/O until it is read)."""
+        return source_for(self.source, self.source_path)
+
 
 @dataclass(frozen=True)
 class FlowPlan:
@@ -96,6 +103,11 @@ class FlowPlan:
     source_path: Path | None
     outputs: tuple[Output, ...]
     streams: tuple[StreamPlan, ...] = ()
+
+    @property
+    def input(self) -> Source:
+        """What reads the flow's source (no I/O until it is read)."""
+        return source_for(self.source, self.source_path)
 
     @property
     def inputs(self) -> tuple[tuple[str, Path | None], ...]:
@@ -167,7 +179,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 name=definition.name,
                 definition=definition,
                 source_name=flow.source,
-                source=_with_cluster_options(spec, spec.sources[flow.source]),
+                source=_checked_source(spec, flow.source),
                 source_path=spec.source_path(flow.source),
                 outputs=tuple(outputs),
                 streams=streams,
@@ -246,7 +258,7 @@ def _streams(
         StreamPlan(
             definition=stream,
             source_name=configured[stream.name],
-            source=_with_cluster_options(spec, spec.sources[configured[stream.name]]),
+            source=_checked_source(spec, configured[stream.name]),
             source_path=spec.source_path(configured[stream.name]),
         )
         for stream in definition.streams
@@ -289,11 +301,11 @@ def _outputs(
         output_mode=flow.sink.output_mode,
         trigger=trigger,
     )
-    source = spec.sources[flow.source]
+    source = source_class(spec.sources[flow.source].format)
     query = MainQuery(
         checkpoint=main.checkpoint,
         spark_name=main.spark_name,
-        source=None if flow.streams else ("files" if source.is_file_source else "kafka"),
+        source=None if flow.streams else source.lineage,
         prepared=definition.prepare is not None,
     )
     companions: list[tuple[Role, Sink]] = []
@@ -363,10 +375,14 @@ def check_output_mode(
     return []
 
 
-def _with_cluster_options(spec: PipelineSpec, source: SourceSpec) -> SourceSpec:
-    if source.is_file_source:
-        return source
-    return source.model_copy(update={"options": spec.kafka_options(source.options)})
+def _checked_source(spec: PipelineSpec, name: str) -> SourceSpec:
+    """Source ``name`` as it is read (a Kafka source's options over the pipeline's Kafka
+    block), its format known and its plug-in options checked."""
+    source = spec.sources[name]
+    if source.format == "kafka":
+        source = source.model_copy(update={"options": spec.kafka_options(source.options)})
+    source_for(source, spec.source_path(name)).check(name)
+    return source
 
 
 def is_side_query(flow: FlowPlan, output: Output) -> bool:
@@ -418,10 +434,12 @@ def check_inputs(plan: Plan) -> None:
         for source_name, path in flow.inputs:
             if path in produced:  # another flow's table: it exists once that flow starts
                 continue
-            if path is not None and not path.is_dir():
+            spec = plan.spec.sources[source_name]
+            missing = source_for(spec, path).missing_input()
+            if missing is not None:
                 hint = plan.app.input_hint.format(path=path) if plan.app.input_hint else ""
                 raise UserError(
-                    f"input directory {path} of source {source_name!r} does not "
+                    f"{missing} of source {source_name!r} does not "
                     f"exist: create it{', ' + hint if hint else ''} or set "
                     f"sources.{source_name}.path"
                 )
@@ -452,30 +470,8 @@ def describe_plan(plan: Plan) -> str:
         f"spark master: {plan.spec.spark.master}",
     ]
     for flow in plan.flows:
-        source = flow.source
-        limits = []
-        if source.min_files_per_trigger:
-            limits.append(
-                f"adaptive maxFilesPerTrigger {source.min_files_per_trigger}"
-                f"..{source.max_files_per_trigger}"
-            )
-        elif source.max_files_per_trigger:
-            limits.append(f"maxFilesPerTrigger={source.max_files_per_trigger}")
-        if source.latest_first:
-            limits.append("latestFirst")
-        if source.glob:
-            limits.append(f"glob={source.glob}")
         lines.append(f"flow {flow.name}: {flow.definition.description}")
-        if flow.source_path is None:
-            options = ", ".join(f"{k}={v}" for k, v in sorted(source.options.items()))
-            lines.append(
-                f"  source {flow.source_name}: kafka (connector {source.connector}; {options})"
-            )
-        else:
-            lines.append(
-                f"  source {flow.source_name}: {source.format} files in {flow.source_path}"
-                + (f" ({', '.join(limits)})" if limits else "")
-            )
+        lines.append(f"  source {flow.source_name}: {flow.input.describe()}")
         for stream in flow.streams:
             lines.append(
                 f"  joins stream {stream.definition.name} from source {stream.source_name}"

@@ -24,10 +24,11 @@ from streamsmith.io.sinks.base import (
     SinkContext,
     UpgradeRules,
 )
+from streamsmith.io.sources.base import SourceKind
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.app import EventTime
 from streamsmith.runtime.clean_input import can_skip_clean_input, start_quarantine_stream
-from streamsmith.runtime.flow_batches import FlowCover, FlowFacts, SourceKind
+from streamsmith.runtime.flow_batches import FlowCover, FlowFacts
 from streamsmith.runtime.late import BATCH_COLUMN, start_late_stream
 from streamsmith.transforms.quarantine import POSITION, QUARANTINE_PARTITION_BY, SOURCE_FILE
 

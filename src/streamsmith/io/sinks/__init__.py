@@ -14,12 +14,12 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pydantic import ValidationError
 
 from streamsmith.errors import UserError
+from streamsmith.io.plugins import entry_point_classes, entry_point_names
 from streamsmith.io.sinks.base import Sink, SinkContext
 
 ENTRY_POINT_GROUP = "streamsmith.sinks"
@@ -39,7 +39,7 @@ def builtin_formats() -> tuple[str, ...]:
 
 def formats() -> tuple[str, ...]:
     """Every sink format that can be named in a spec."""
-    return (*builtin_formats(), *sorted(_plugin_points()))
+    return (*builtin_formats(), *sorted(_plugin_names()))
 
 
 def build_sink(format_: str, settings: Mapping[str, Any], context: SinkContext) -> Sink:
@@ -98,26 +98,28 @@ def _load(name: str) -> type[Sink]:
     if name in builtin_formats():
         found = getattr(importlib.import_module(f"{__name__}.{name}"), "SINK", None)
         where = f"module {__name__}.{name}"
-    elif name in _plugin_points():
-        found = _plugin_points()[name].load()
+        if not (isinstance(found, type) and issubclass(found, Sink)):
+            raise UserError(f"{where} does not give a streamsmith Sink class (got {found!r})")
+    elif name in _plugin_names():
+        builtins = set(builtin_formats())
+        # Sink is abstract: the check is for subclasses of it.
+        loaded = entry_point_classes(ENTRY_POINT_GROUP, Sink, reserved=builtins, names={name})  # type: ignore[type-abstract]
+        ((_, found),) = loaded
         where = f"entry point {name!r} of group {ENTRY_POINT_GROUP}"
     else:
         raise UserError(f"unknown sink format {name!r}: choose one of {', '.join(formats())}")
-    if not (isinstance(found, type) and issubclass(found, Sink)):
-        raise UserError(f"{where} does not give a streamsmith Sink class (got {found!r})")
     if found.format != name:
         raise UserError(f"{where} gives a sink of format {found.format!r}, not {name!r}")
     return found
 
 
 @cache
-def _plugin_points() -> dict[str, EntryPoint]:
-    builtin = set(builtin_formats())
-    points = {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
-    clashes = sorted(set(points) & builtin)
+def _plugin_names() -> frozenset[str]:
+    names = entry_point_names(ENTRY_POINT_GROUP)
+    clashes = sorted(names & set(builtin_formats()))
     if clashes:
         raise UserError(
             f"entry points of group {ENTRY_POINT_GROUP} may not replace built-in sinks: "
             f"{', '.join(clashes)}"
         )
-    return points
+    return names

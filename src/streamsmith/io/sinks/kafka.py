@@ -26,7 +26,7 @@ from streamsmith.io.sinks.base import (
     SinkOptions,
     UpgradeRules,
 )
-from streamsmith.io.sources import jvm_kafka_available, read_kafka
+from streamsmith.io.sources.kafka import jvm_kafka_available, read_kafka
 
 
 class KafkaTopicOptions(SinkOptions):

@@ -1,9 +1,11 @@
-"""One entry point for every source format, so the runtime never branches on formats."""
+"""Kafka topics: through Spark's JVM connector when it is on the classpath, else
+streamsmith's Python connector (``streamsmith.io.kafka.source``), with lineage: the
+topic and partition, the offset, the raw value."""
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -11,29 +13,37 @@ from pyspark.sql.types import StructType
 
 from streamsmith import jvm
 from streamsmith.config import SourceSpec
-from streamsmith.io.files import read_files
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
 
 log = logging.getLogger(__name__)
 
 JVM_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
+_SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 
-def read_source(
-    spark: SparkSession,
-    spec: SourceSpec,
-    path: Path | None,
-    schema: StructType | None,
-    *,
-    streaming: bool,
-) -> DataFrame:
-    """The source as a DataFrame with lineage columns (``_source_file``, ``_raw``, ...)."""
-    if spec.is_file_source:
-        if path is None:
-            raise ValueError(f"a {spec.format} source needs a path")
-        return read_files(spark, spec, str(path), schema, streaming=streaming)
-    return read_kafka(spark, spec, streaming=streaming, schema=schema)
+
+class KafkaSource(Source):
+    """Subscribed topics; offsets are kept in the checkpoint, so a replay reads the same
+    records."""
+
+    formats: ClassVar[tuple[str, ...]] = ("kafka",)
+    lineage: ClassVar[SourceKind | None] = "kafka"
+
+    def read(self, spark: SparkSession, schema: StructType | None, *, streaming: bool) -> DataFrame:
+        return read_kafka(spark, self.spec, streaming=streaming, schema=schema)
+
+    def describe(self) -> str:
+        options = ", ".join(f"{k}={v}" for k, v in sorted(self.spec.options.items()))
+        return f"kafka (connector {self.spec.connector}; {options})"
+
+    def identity(self) -> str:
+        options = self.spec.options.items()
+        return ";".join(f"{k}={v}" for k, v in options if k.lower() in _SUBSCRIPTIONS)
+
+
+SOURCE = KafkaSource
 
 
 def kafka_format(spark: SparkSession, spec: SourceSpec) -> str:

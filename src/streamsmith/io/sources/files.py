@@ -1,0 +1,53 @@
+"""Files: ``json`` documents, ``jsonl`` lines, ``csv``, ``text`` (gzipped or not), and
+``parquet``, which pointed at a lake table follows that table's commit log: a flow can
+consume another flow's output as a stream, committed batches only."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from streamsmith.config import FILE_FORMATS
+from streamsmith.io.files import read_files
+from streamsmith.io.sources.base import Source, SourceKind
+
+
+class FileSource(Source):
+    """A folder of files, read by Spark's file source (each batch's files are logged in
+    the checkpoint, so a replay reads the same files)."""
+
+    formats: ClassVar[tuple[str, ...]] = FILE_FORMATS
+    lineage: ClassVar[SourceKind | None] = "files"
+
+    def read(self, spark: SparkSession, schema: StructType | None, *, streaming: bool) -> DataFrame:
+        assert self.path is not None  # the spec model requires it
+        return read_files(spark, self.spec, str(self.path), schema, streaming=streaming)
+
+    def describe(self) -> str:
+        spec = self.spec
+        limits = []
+        if spec.min_files_per_trigger:
+            limits.append(
+                f"adaptive maxFilesPerTrigger {spec.min_files_per_trigger}"
+                f"..{spec.max_files_per_trigger}"
+            )
+        elif spec.max_files_per_trigger:
+            limits.append(f"maxFilesPerTrigger={spec.max_files_per_trigger}")
+        if spec.latest_first:
+            limits.append("latestFirst")
+        if spec.glob:
+            limits.append(f"glob={spec.glob}")
+        return f"{spec.format} files in {self.path}" + (f" ({', '.join(limits)})" if limits else "")
+
+    def identity(self) -> str:
+        return str(self.path)
+
+    def missing_input(self) -> str | None:
+        if self.path is not None and not self.path.is_dir():
+            return f"input directory {self.path}"
+        return None
+
+
+SOURCE = FileSource

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.apps import get_app
-from streamsmith.apps.ysb import kafka_sets
+from streamsmith.apps.ysb import kafka_overrides
 from streamsmith.config import PipelineSpec, SparkSpec, Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
@@ -58,21 +58,21 @@ def timed_rounds(runs: int, actions: Mapping[str, Callable[[], None]]) -> dict[s
 
 
 @contextmanager
-def ysb_input(root: Path, events: int, *, kafka: bool) -> Iterator[list[str]]:
+def ysb_input(root: Path, events: int, *, kafka: bool) -> Iterator[dict[str, Any]]:
     """YSB input under ``root``: ``events`` ad events as JSON-lines files and the campaigns
     table and, with ``kafka``, the same events in a 3-partition topic of an embedded
-    broker (up while the context lasts). Yields the ``--set`` lines that point the ysb
+    broker (up while the context lasts). Yields the spec overrides that point the ysb
     app at them (none for the files, its default)."""
     data = ysb_data(events, rate=10_000, chunks=8, seed=1)
     write_ysb(data, root / "input" / "ysb")
     replace_static_table(table_path(root, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
     if not kafka:
-        yield []
+        yield {}
         return
     with start_broker(root / "broker") as broker:
         broker.create_topic(YSB_TOPIC, partitions=3)
         produce_all(broker.bootstrap, YSB_TOPIC, data.lines, [None] * len(data.lines))
-        yield kafka_sets(broker.bootstrap, YSB_TOPIC)
+        yield kafka_overrides(broker.bootstrap, YSB_TOPIC)
 
 
 def ysb_arguments(doc: str, runs: int, runs_help: str) -> argparse.Namespace:
@@ -92,12 +92,13 @@ def ysb_bench(
     session, and the ysb app's spec over that input."""
     with (
         tempfile.TemporaryDirectory(prefix=f"streamsmith-bench-{name}-") as tmp,
-        ysb_input(Path(tmp), events, kafka=kafka) as sets,
+        ysb_input(Path(tmp), events, kafka=kafka) as overrides,
     ):
         root = Path(tmp)
         spark = build_session(SparkSpec(master="local[*]"), f"bench-ysb-{name}")
         try:
-            yield root, spark, load_spec(get_app("ysb").default_spec, sets=sets, storage_root=tmp)
+            app = get_app("ysb")
+            yield root, spark, load_spec(app.default_spec, overrides=overrides, storage_root=tmp)
         finally:
             spark.stop()
 

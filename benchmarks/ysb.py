@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from _common import bare_query, timed_rounds
 from confluent_kafka import Consumer, TopicPartition
@@ -52,7 +53,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.apps import get_app
-from streamsmith.apps.ysb import kafka_sets
+from streamsmith.apps.ysb import kafka_overrides
 from streamsmith.config import SparkSpec, Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
@@ -165,12 +166,12 @@ PROCESSING: dict[str, list[float]] = {}
 def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, Callable[[], None]]:
     """Every measured path, each an action that runs it once from scratch."""
     app = get_app("ysb")
-    kafka = kafka_sets(broker.bootstrap, TOPIC)
+    kafka = kafka_overrides(broker.bootstrap, TOPIC)
     campaigns = read_table(spark, table_path(root, "ysb_campaigns")).cache()
     campaigns.count()
 
-    def app_run(name: str, sets: list[str]) -> Callable[[], None]:
-        spec = load_spec(app.default_spec, sets=sets, storage_root=str(root / name))
+    def app_run(name: str, overrides: dict[str, Any]) -> Callable[[], None]:
+        spec = load_spec(app.default_spec, overrides=overrides, storage_root=str(root / name))
         replace_static_table(
             table_path(root / name, "ysb_campaigns"),
             [tuple(r) for r in campaigns.collect()],
@@ -221,7 +222,7 @@ def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, 
 
     files = str(root / "input" / "ysb")
     return {
-        "streamsmith app, files": app_run("app-files", [f"sources.ads.path={files}"]),
+        "streamsmith app, files": app_run("app-files", {"sources": {"ads": {"path": files}}}),
         "bare Spark readStream.json": bare(
             "files", lambda: spark.readStream.schema(AD_EVENT_SCHEMA).json(files)
         ),

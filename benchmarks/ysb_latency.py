@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from _common import STAGES_UI_CONF, print_stages
@@ -31,7 +32,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
-from streamsmith.apps.ysb import kafka_sets
+from streamsmith.apps.ysb import kafka_overrides
 from streamsmith.config import SparkSpec, load_spec, parse_trigger
 from streamsmith.generate.ysb import WINDOW, YsbData, ysb_campaigns, ysb_data
 from streamsmith.io.kafka.broker import start_broker
@@ -72,15 +73,17 @@ def main() -> None:
         with start_broker(root / "broker") as broker, running_postgres(root / "pg") as pg:
             broker.create_topic(TOPIC, partitions=args.partitions)
             app = get_app("ysb")
+            flows: dict[str, Any] = {"campaign_windows_pg": {"enabled": True}}
+            if args.postgres_only:
+                flows["campaign_windows"] = {"enabled": False}
             spec = load_spec(
                 app.default_spec,
-                sets=[
-                    *kafka_sets(broker.bootstrap, TOPIC),
-                    "flows.campaign_windows_pg.enabled=true",
-                    f"postgres.dsn={pg.dsn}",
-                    *(["flows.campaign_windows.enabled=false"] if args.postgres_only else []),
-                    *args.set,
-                ],
+                sets=args.set,
+                overrides={
+                    **kafka_overrides(broker.bootstrap, TOPIC),
+                    "flows": flows,
+                    "postgres": {"dsn": pg.dsn},
+                },
                 storage_root=str(root),
             )
             trigger = parse_trigger(args.trigger) if args.trigger else None

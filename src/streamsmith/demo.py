@@ -19,11 +19,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
-from rich.table import Table
 
 from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec
+from streamsmith.console import rows_table, say
 from streamsmith.generate.cloudtrail import generate_cloudtrail
+from streamsmith.generate.deliver import Topic
 from streamsmith.generate.secops import SecopsData
 from streamsmith.io.lake import register_lake_views
 from streamsmith.runtime.plan import build_plan, check_storage_root
@@ -77,11 +78,10 @@ def run_cloudtrail_demo(
         corrupt_fraction=0.05,
         collect_ids=False,
     )
-    console.print(
+    say(
+        console,
         f"1. generated {report.files_written} CloudTrail files in {input_dir}: "
         f"{report.valid_records} valid records and {report.quarantine_rows} corrupt items",
-        highlight=False,
-        soft_wrap=True,
     )
     with console.status("starting Spark"):
         spark = build_session(spec.spark, "streamsmith-demo")
@@ -96,19 +96,17 @@ def run_cloudtrail_demo(
     landed = spark.table("cloudtrail_events").count()
     quarantined = spark.table("cloudtrail_events_quarantine").count()
     balanced = landed == report.valid_records and quarantined == report.quarantine_rows
-    console.print(
+    say(
+        console,
         f"reconciliation: {report.valid_records + report.quarantine_rows} input items = "
         f"{landed} in cloudtrail_events + {quarantined} in quarantine "
         f"({'ok' if balanced else 'MISMATCH'})",
-        highlight=False,
-        soft_wrap=True,
     )
-    console.print(
+    say(
+        console,
         f"done in {time.monotonic() - started:.0f} s. Ask your own questions with:\n"
         f'  streamsmith query --root {root} "SELECT eventName, count(*) FROM cloudtrail_events '
         'GROUP BY 1 ORDER BY 2 DESC"',
-        highlight=False,
-        soft_wrap=True,
     )
     return {
         "input": report.valid_records + report.quarantine_rows,
@@ -120,34 +118,25 @@ def run_cloudtrail_demo(
 def run_nest_demo(root: Path, *, devices: int, events: int, console: Console) -> dict[str, int]:
     """The Nest app on an embedded broker: publish snapshots, run both flows, report."""
     from streamsmith.apps.nest import APP, LOGS_TOPIC, STATS_TOPIC, sightings_report
-    from streamsmith.generate.nest import nest_data, publish
+    from streamsmith.generate.deliver import deliver_nest, write_device_locations
+    from streamsmith.generate.nest import nest_data
     from streamsmith.io.kafka.broker import start_broker
-    from streamsmith.io.kafka.client import ensure_topic
-    from streamsmith.io.lake import replace_static_table, table_path
-    from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 
     root = fresh_root(root)
     started = time.monotonic()
     with start_broker(root / "broker") as broker:
-        ensure_topic(broker.bootstrap, LOGS_TOPIC, 3)
-        ensure_topic(broker.bootstrap, STATS_TOPIC, 1)
+        Topic(broker.bootstrap, STATS_TOPIC, 1).create()
         data = nest_data(devices=devices, events=events, seed=7, corrupt_fraction=0.01)
-        publish(data, broker.bootstrap, LOGS_TOPIC)
-        replace_static_table(
-            table_path(root, "device_locations"), data.locations, DEVICE_LOCATIONS_SCHEMA
-        )
-        console.print(
+        deliver_nest(data, Topic(broker.bootstrap, LOGS_TOPIC, 3))
+        write_device_locations(data, root)
+        say(
+            console,
             f"1. started an embedded broker on {broker.bootstrap}, sent {len(data.messages)} "
             f"Nest snapshots ({data.camera_records} camera records, {data.corrupt_messages} "
             f"corrupt) to {LOGS_TOPIC}, wrote {len(data.locations)} device locations",
-            highlight=False,
-            soft_wrap=True,
         )
-        spec = load_spec(
-            APP.default_spec,
-            sets=[f"kafka.bootstrap_servers={broker.bootstrap}"],
-            storage_root=str(root),
-        )
+        overrides = {"kafka": {"bootstrap_servers": broker.bootstrap}}
+        spec = load_spec(APP.default_spec, overrides=overrides, storage_root=str(root))
         with console.status("starting Spark"):
             spark = build_session(spec.spark, "streamsmith-demo-nest")
         with console.status("running the nest flows (available-now)"):
@@ -164,17 +153,12 @@ def run_nest_demo(root: Path, *, devices: int, events: int, console: Console) ->
         )
         threshold = max(1, sorted(data.sightings.values())[len(data.sightings) // 2])
         frame = sightings_report(spark, spec, threshold)
-        table = Table(
-            title=f"4. report: zip codes and hours with more than {threshold} person sightings "
-            f"(from {STATS_TOPIC})",
-            title_justify="left",
+        title = (
+            f"4. report: zip codes and hours with more than {threshold} person sightings "
+            f"(from {STATS_TOPIC})"
         )
-        for column in frame.columns:
-            table.add_column(column)
         rows = frame.collect()
-        for row in rows[:15]:
-            table.add_row(*[str(value) for value in row])
-        console.print(table)
+        console.print(rows_table(frame.columns, rows[:15], title))
     console.print(f"done in {time.monotonic() - started:.0f} s", highlight=False)
     return {"camera_records": archived, "quarantined": quarantined, "report_rows": len(rows)}
 
@@ -188,7 +172,8 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
     """
     import psycopg
 
-    from streamsmith.generate.events import Knobs, write_chunks
+    from streamsmith.generate.deliver import deliver_events
+    from streamsmith.generate.events import Knobs
     from streamsmith.generate.signals import signals_data
     from streamsmith.io.lake import read_table, table_path
     from streamsmith.io.postgres.server import embedded_home, start_postgres, stop_postgres
@@ -201,20 +186,16 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
     try:
         knobs = Knobs(out_of_order=0.1, late=0.05, too_late=0.02, corrupt=0.01)
         data = signals_data(devices=devices, events=events, chunks=6, seed=11, knobs=knobs)
-        write_chunks(data, root / "input/signals", "signals")
+        deliver_events(data, root / "input/signals", "signals")
         labels = ", ".join(f"{n} {label}" for label, n in sorted(data.label_counts.items()))
-        console.print(
+        say(
+            console,
             f"1. started PostgreSQL on 127.0.0.1:{server.port}; wrote {len(data.delivered)} "
             f"signals in 6 files ({labels})",
-            highlight=False,
-            soft_wrap=True,
         )
         app = get_app("signals")
-        spec = load_spec(
-            app.default_spec,
-            sets=["sources.signals.max_files_per_trigger=1"],
-            storage_root=str(root),
-        )
+        overrides = {"sources": {"signals": {"max_files_per_trigger": 1}}}
+        spec = load_spec(app.default_spec, overrides=overrides, storage_root=str(root))
         spark = build_session(spec.spark, "streamsmith-demo-signals")
         run_pipeline(spark, build_plan(app, spec, Trigger("available-now")), threading.Event())
         console.print("2. ran the signals app: PostgreSQL (update), lake (append), memory")
@@ -225,27 +206,21 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
                 "ORDER BY window_start DESC, 1 LIMIT 8"
             ).fetchall()
             counted = conn.execute("SELECT coalesce(sum(events), 0) FROM signal_windows").fetchone()
-        table = Table(
-            title="3. newest windows in PostgreSQL (signal_windows)", title_justify="left"
-        )
-        for column in ("deviceId", "window_start", "window_end", "events", "avg_signal"):
-            table.add_column(column)
-        for row in windows:
-            table.add_row(*(str(value) for value in row))
-        console.print(table)
+        columns = ("deviceId", "window_start", "window_end", "events", "avg_signal")
+        title = "3. newest windows in PostgreSQL (signal_windows)"
+        console.print(rows_table(columns, windows, title))
         late = read_table(spark, table_path(root, "signal_windows_late"))
         dropped = int(late.agg({"windows_dropped": "sum"}).first()[0] or 0)  # type: ignore[index]
         quarantined = read_table(spark, table_path(root, "signal_windows_quarantine")).count()
         valid = len(data.delivered) - quarantined
         pairs = int(counted[0]) if counted else 0
         balanced = pairs + dropped == 2 * valid and quarantined == data.label_counts["corrupt"]
-        console.print(
+        say(
+            console,
             f"reconciliation: {len(data.delivered)} events = {valid} valid + {quarantined} "
             f"quarantined; {valid} valid x 2 windows = {pairs} counted in PostgreSQL + "
             f"{dropped} dropped as too late ({late.count()} events in signal_windows_late) "
             f"({'ok' if balanced else 'MISMATCH'}); done in {time.monotonic() - started:.0f} s",
-            highlight=False,
-            soft_wrap=True,
         )
         return {"valid": valid, "counted": pairs, "dropped": dropped, "quarantined": quarantined}
     finally:
@@ -271,58 +246,60 @@ def run_secops_demo(root: Path, *, devices: int, console: Console) -> dict[str, 
     ``alert_topic`` flow, to the Kafka topic ``alerts``. Returns the figures printed.
     """
     from streamsmith.apps.secops_report import secops_report, train_anomaly_model
-    from streamsmith.generate.secops import SOURCES, secops_data, write_secops
+    from streamsmith.generate.deliver import deliver_secops, write_assets
+    from streamsmith.generate.secops import SOURCES, secops_data
     from streamsmith.io.kafka.broker import start_broker
-    from streamsmith.io.kafka.client import ensure_topic
-    from streamsmith.io.lake import read_table, replace_static_table, table_path
-    from streamsmith.schemas.security import ASSETS_SCHEMA
+    from streamsmith.io.lake import read_table, table_path
 
     root = fresh_root(root)
     started = time.monotonic()
     app = get_app("secops")
     data = secops_data(devices=devices, chunks=12, seed=1, corrupt_fraction=0.01)
-    replace_static_table(table_path(root, "assets"), data.assets, ASSETS_SCHEMA)
+    write_assets(data, root)
     inbox = root / "input" / "secops"
     with start_broker(root / "broker") as broker:
-        ensure_topic(broker.bootstrap, "alerts", 1)
-        sets = [f"kafka.bootstrap_servers={broker.bootstrap}", "flows.alert_topic.enabled=true"]
-        spec = load_spec(app.default_spec, sets=sets, storage_root=str(root))
+        Topic(broker.bootstrap, "alerts", 1).create()
+        overrides = {
+            "kafka": {"bootstrap_servers": broker.bootstrap},
+            "flows": {"alert_topic": {"enabled": True}},
+        }
+        spec = load_spec(app.default_spec, overrides=overrides, storage_root=str(root))
         plan = build_plan(app, spec, Trigger("available-now"))
         lines = ", ".join(f"{data.events[s]} {s} (+{data.corrupt[s]} corrupt)" for s in SOURCES)
         injected = "; ".join(f"{i.rule} {i.entity}" for i in data.incidents)
-        _say(console, f"1. generated 2 hours of logs from {devices} devices: {lines}; "
-                      f"wrote the asset inventory; incidents injected: {injected}")  # fmt: skip
+        say(console, f"1. generated 2 hours of logs from {devices} devices: {lines}; "
+                     f"wrote the asset inventory; incidents injected: {injected}")  # fmt: skip
         with console.status("starting Spark"):
             spark = build_session(spec.spark, "streamsmith-demo-secops")
 
-        write_secops(data, inbox, range(0, 6))
+        deliver_secops(data, inbox, range(0, 6))
         with console.status("catch-up 1: 08:00-09:00 through every flow (available-now)"):
             first = run_pipeline(spark, plan, threading.Event())
         alerts_path = table_path(root, "alerts")
-        _say(console, f"2. scheduled catch-up over 08:00-09:00: {_batches(first)}; "
-                      f"{read_table(spark, alerts_path).count()} alerts so far")  # fmt: skip
+        say(console, f"2. scheduled catch-up over 08:00-09:00: {_batches(first)}; "
+                     f"{read_table(spark, alerts_path).count()} alerts so far")  # fmt: skip
 
         model, current = train_anomaly_model(spark, root)
-        _say(console, f"3. trained the anomaly model on {model.trained_on} host windows of "
-                      f"flow_logs (threshold {model.threshold:.2f}): {current}")  # fmt: skip
+        say(console, f"3. trained the anomaly model on {model.trained_on} host windows of "
+                     f"flow_logs (threshold {model.threshold:.2f}): {current}")  # fmt: skip
 
-        write_secops(data, inbox, range(6, 12))
+        deliver_secops(data, inbox, range(6, 12))
         with console.status("catch-up 2: 09:00-10:00, scored with the new model"):
             second = run_pipeline(spark, plan, threading.Event())
-        _say(console, f"4. scheduled catch-up over 09:00-10:00: {_batches(second)}")
+        say(console, f"4. scheduled catch-up over 09:00-10:00: {_batches(second)}")
 
         figures = _secops_alerts(spark, root, data, broker.bootstrap, console)
 
     report = secops_report(spark, spec, SECOPS_DAY)
-    _say(console, f"6. report for {SECOPS_DAY}: {report.html} (tables "
-                  f"{', '.join(sorted(report.tables))})")  # fmt: skip
+    say(console, f"6. report for {SECOPS_DAY}: {report.html} (tables "
+                 f"{', '.join(sorted(report.tables))})")  # fmt: skip
     register_lake_views(spark, root)
     title, sql = SECOPS_QUESTION
     print_frame(console, f"7. {title}", spark.sql(sql))
     balanced = _secops_reconciled(spark, data, console)
-    _say(console, f"done in {time.monotonic() - started:.0f} s. Ask your own questions with:\n"
-                  f'  streamsmith query --root {root} "SELECT rule, entity, evidence FROM '
-                  'alerts"')  # fmt: skip
+    say(console, f"done in {time.monotonic() - started:.0f} s. Ask your own questions with:\n"
+                 f'  streamsmith query --root {root} "SELECT rule, entity, evidence FROM '
+                 'alerts"')  # fmt: skip
     return {**figures, "balanced": float(balanced), "threshold": model.threshold}
 
 
@@ -350,9 +327,9 @@ def _secops_alerts(
         .load()
         .count()
     )
-    _say(console, f"   against the injected incidents: precision {precision:.2f}, recall "
-                  f"{recall:.2f}; {delivered} alert messages on the Kafka topic alerts "
-                  f"({bootstrap})")  # fmt: skip
+    say(console, f"   against the injected incidents: precision {precision:.2f}, recall "
+                 f"{recall:.2f}; {delivered} alert messages on the Kafka topic alerts "
+                 f"({bootstrap})")  # fmt: skip
     return {
         "alerts": float(len(raised)),
         "precision": precision,
@@ -373,23 +350,14 @@ def _secops_reconciled(spark: SparkSession, data: SecopsData, console: Console) 
         balanced &= landed == data.events[source] and quarantined == data.corrupt[source]
         parts.append(f"{source} {data.events[source] + data.corrupt[source]} lines = "
                      f"{landed} in {table} + {quarantined} quarantined")  # fmt: skip
-    _say(console, f"reconciliation: {'; '.join(parts)} ({'ok' if balanced else 'MISMATCH'})")
+    say(console, f"reconciliation: {'; '.join(parts)} ({'ok' if balanced else 'MISMATCH'})")
     return balanced
 
 
 def print_frame(console: Console, title: str, frame: DataFrame, limit: int = 20) -> None:
     """A DataFrame's first rows as a table, nulls shown empty."""
-    table = Table(title=title, title_justify="left")
-    for column in frame.columns:
-        table.add_column(column)
-    for row in frame.limit(limit).collect():
-        table.add_row(*["" if value is None else str(value) for value in row])
-    console.print(table)
+    console.print(rows_table(frame.columns, frame.limit(limit).collect(), title))
 
 
 def _batches(run: RunReport) -> str:
     return f"{sum(q.batches for q in run.queries)} micro-batches in {len(run.queries)} queries"
-
-
-def _say(console: Console, text: str) -> None:
-    console.print(text, highlight=False, soft_wrap=True)

@@ -28,7 +28,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
-from streamsmith.apps.ysb import kafka_sets
 from streamsmith.cluster import StandaloneCluster, cluster_home, cluster_status
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
@@ -116,6 +115,19 @@ def lake_views(spark: SparkSession, root: Path) -> Counter[tuple[str, datetime]]
 
 def quarantined(spark: SparkSession, root: Path) -> int:
     return read_table(spark, table_path(root, "campaign_windows_quarantine")).count()
+
+
+def kafka_sets(bootstrap: str, topic: str) -> list[str]:
+    """The ``--set`` lines a user types to read ysb's ads from ``topic`` (what
+    ``streamsmith.apps.ysb.kafka_overrides`` gives code)."""
+    return [
+        f"kafka.bootstrap_servers={bootstrap}",
+        "sources.ads.format=kafka",
+        "sources.ads.path=null",
+        f"sources.ads.options.subscribe={topic}",
+        "sources.ads.options.startingOffsets=earliest",
+        "sources.ads.options.valueFormat=json",
+    ]
 
 
 def run_on_cluster(

@@ -8,16 +8,17 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
-from streamsmith.apps.ysb import kafka_sets
+from streamsmith.apps.ysb import kafka_overrides
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
@@ -99,8 +100,8 @@ def test_views_from_kafka_with_json_decoded_at_the_source(
     produce_all(broker.bootstrap, "ysb-ads", lines, [None] * len(lines))
     replace_static_table(table_path(tmp_path, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
     app = get_app("ysb")
-    sets = kafka_sets(broker.bootstrap, "ysb-ads")
-    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+    overrides = kafka_overrides(broker.bootstrap, "ysb-ads")
+    spec = load_spec(app.default_spec, overrides=overrides, storage_root=str(tmp_path))
 
     run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
 
@@ -124,7 +125,8 @@ def test_always_on_from_kafka_records_late_events_with_the_flows_watermark(
     def send(data: YsbData, _name: str) -> None:
         produce_all(broker.bootstrap, "ysb-live", data.lines, [None] * len(data.lines))
 
-    check_late_events_always_on(spark, tmp_path, kafka_sets(broker.bootstrap, "ysb-live"), send)
+    kafka = kafka_overrides(broker.bootstrap, "ysb-live")
+    check_late_events_always_on(spark, tmp_path, kafka, send)
     assert "never read the same input" not in caplog.text
 
 
@@ -142,12 +144,15 @@ def test_always_on_from_files_records_late_events_with_the_flows_watermark(
             file.replace(inbox / f"{name}-{index}.json")
             time.sleep(0.7)
 
-    check_late_events_always_on(spark, tmp_path, [], send)
+    check_late_events_always_on(spark, tmp_path, {}, send)
     assert "using the watermark of earlier batches" not in caplog.text
 
 
 def check_late_events_always_on(
-    spark: SparkSession, root: Path, sets: list[str], send: Callable[[YsbData, str], None]
+    spark: SparkSession,
+    root: Path,
+    overrides: Mapping[str, Any],
+    send: Callable[[YsbData, str], None],
 ) -> None:
     """Run ysb always on; send 40 s of events, then 40 events too late for their windows;
     check the late table holds exactly those, each with the flow's watermark."""
@@ -157,8 +162,9 @@ def check_late_events_always_on(
     app = get_app("ysb")
     # Side queries at the flow's 1-second pace: at the default 5 s, one late-events batch
     # could span on-time input and the late events, and it then reads all of it.
-    sets = [*sets, "side_interval=1s"]
-    spec = load_spec(app.default_spec, sets=sets, storage_root=str(root))
+    spec = load_spec(
+        app.default_spec, ["side_interval=1s"], overrides=overrides, storage_root=str(root)
+    )
     stop = threading.Event()
     pipeline = threading.Thread(
         target=run_pipeline, args=(spark, build_plan(app, spec, Trigger("interval", 1.0)), stop)
@@ -247,11 +253,12 @@ def test_kafka_quarantine_query_reads_only_batches_the_flow_found_dirty(
     produce("ysb-dirty-end", [*data.lines, *broken])  # round-robin: 2,001 + 2,001 + 2,000
     replace_static_table(table_path(tmp_path, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
     app = get_app("ysb")
-    sets = [
-        *kafka_sets(broker.bootstrap, "ysb-dirty-end"),
-        "sources.ads.options.maxOffsetsPerTrigger=1500",
-    ]
-    spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path))
+    spec = load_spec(
+        app.default_spec,
+        sets=["sources.ads.options.maxOffsetsPerTrigger=1500"],
+        overrides=kafka_overrides(broker.bootstrap, "ysb-dirty-end"),
+        storage_root=str(tmp_path),
+    )
 
     run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
 

@@ -8,6 +8,7 @@ import pytest
 
 from streamsmith.apps import get_app
 from streamsmith.apps.cloudtrail import DEFAULT_SPEC
+from streamsmith.apps.ysb import kafka_overrides
 from streamsmith.config import Trigger, load_spec, parse_duration, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.io.sinks import build_sink
@@ -63,6 +64,27 @@ def test_files_then_sets_override_defaults(tmp_path: Path) -> None:
         "spark.sql.adaptive.enabled": False,
     }
     assert spec.source_path("cloudtrail_logs") == Path("/data/ct")
+
+
+def test_ysb_kafka_overrides_read_the_topic_as_the_typed_sets_do(tmp_path: Path) -> None:
+    app = get_app("ysb")
+    typed = load_spec(
+        app.default_spec,
+        sets=[
+            "kafka.bootstrap_servers=127.0.0.1:9092",
+            "sources.ads.format=kafka",
+            "sources.ads.path=null",
+            "sources.ads.options.subscribe=ads",
+            "sources.ads.options.startingOffsets=earliest",
+            "sources.ads.options.valueFormat=json",
+        ],
+        storage_root=str(tmp_path),
+    )
+    overrides = kafka_overrides("127.0.0.1:9092", "ads")
+    spec = load_spec(app.default_spec, overrides=overrides, storage_root=str(tmp_path))
+    assert spec == typed
+    assert spec.sources["ads"].path is None
+    assert spec.sources["ads"].options["subscribe"] == "ads"
 
 
 def test_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ From Kafka, decode the JSON at the source (streamsmith's connector):
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
 from streamsmith.schemas.ysb import AD_EVENT_SCHEMA
@@ -48,17 +49,14 @@ DEFAULT_SPEC = {
 }
 
 
-def kafka_sets(bootstrap: str, topic: str) -> list[str]:
-    """``--set`` lines that read the ads from ``topic`` (from its start) instead of files,
-    the JSON decoded at the source."""
-    return [
-        f"kafka.bootstrap_servers={bootstrap}",
-        "sources.ads.format=kafka",
-        "sources.ads.path=null",
-        f"sources.ads.options.subscribe={topic}",
-        "sources.ads.options.startingOffsets=earliest",
-        "sources.ads.options.valueFormat=json",
-    ]
+def kafka_overrides(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Spec overrides (``load_spec(..., overrides=...)``) that read the ads from ``topic``
+    (from its start) instead of files, the JSON decoded at the source."""
+    options = {"subscribe": topic, "startingOffsets": "earliest", "valueFormat": "json"}
+    return {
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": {"ads": {"format": "kafka", "path": None, "options": options}},
+    }
 
 
 def _views_flow(name: str, description: str, *, first: bool) -> FlowDefinition:

@@ -1,0 +1,63 @@
+"""The ``streamsmith`` command: parses arguments and calls plain functions.
+
+User errors (unknown app, bad spec, missing input, unwritable storage) print one line and
+exit 2; a failed query exits 1; everything else is a bug and keeps its traceback.
+
+One module per command group; this one assembles them in the order ``--help`` lists
+them (commands first, then groups) and holds the entry point.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from streamsmith.cli import demo, monitoring, pipeline, reports, services, sql
+from streamsmith.cli.common import say
+from streamsmith.cli.generate import generate_cli
+from streamsmith.errors import UserError
+
+__all__ = ["cli", "main"]
+
+cli = typer.Typer(
+    name="streamsmith",
+    help="Continuous applications on Spark Structured Streaming: run, backfill, query.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+cli.command("apps")(pipeline.list_apps)
+cli.command("dry-run")(pipeline.dry_run)
+cli.command("run")(pipeline.run)
+cli.command("backfill")(pipeline.backfill)
+cli.command("status")(monitoring.status)
+cli.command("check-upgrade")(pipeline.check_upgrade)
+cli.command("dashboard")(monitoring.dashboard)
+cli.command("query")(sql.query)
+cli.command("sql-server")(sql.sql_server)
+cli.command("demo")(demo.demo)
+cli.add_typer(generate_cli, name="generate")
+cli.add_typer(pipeline.checkpoint_cli, name="checkpoint")
+cli.add_typer(services.db_cli, name="db")
+cli.add_typer(services.broker_cli, name="broker")
+cli.add_typer(services.topic_cli, name="topic")
+cli.add_typer(services.cluster_cli, name="cluster")
+cli.add_typer(reports.report_cli, name="report")
+cli.add_typer(reports.train_cli, name="train")
+
+
+def main() -> None:
+    """Entry point of the console script."""
+    try:
+        cli()
+    except UserError as exc:
+        say(f"error: {exc}", to_stderr=True)
+        sys.exit(2)
+    except Exception as exc:
+        from streamsmith.runtime.runner import PipelineError
+
+        if isinstance(exc, PipelineError):
+            say(f"error: {exc}", to_stderr=True)
+            sys.exit(1)
+        raise

@@ -1,0 +1,149 @@
+"""What every command group shares: options, output, spec loading, Spark, signals.
+
+Imports stay light (no pyspark, no runtime) so that ``streamsmith --help`` is fast; the
+commands import what they run inside their functions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from streamsmith import console
+from streamsmith.config import PipelineSpec, Trigger, load_spec, parse_trigger
+from streamsmith.errors import UserError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamsmith.runtime.app import App
+
+out = Console()
+err = Console(stderr=True)
+
+
+def say(text: str, *, to_stderr: bool = False) -> None:
+    """Print plain text: no markup, highlighting or wrapping of paths and SQL."""
+    console.say(err if to_stderr else out, text)
+
+
+SpecFiles = Annotated[
+    list[Path] | None,
+    typer.Option("-f", "--spec", help="YAML spec layered over the app's default (repeatable)."),
+]
+Sets = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override one spec value: dotted.key=value (repeatable)."),
+]
+Root = Annotated[
+    str | None,
+    typer.Option("--root", help="Storage root (tables, checkpoints, quarantine)."),
+]
+TriggerOpt = Annotated[
+    str | None,
+    typer.Option("--trigger", help="available-now | once | interval=<duration>, e.g. interval=10s"),
+]
+Format = Annotated[str, typer.Option("--format", help="table | csv | json")]
+PortOpt = Annotated[int | None, typer.Option("--port", help="Loopback port (default: free).")]
+
+
+def spec_for(
+    app_name: str,
+    files: list[Path] | None = None,
+    sets: list[str] | None = None,
+    root: str | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[App, PipelineSpec]:
+    """The app and its spec as the command line layers it; the spec must name the app."""
+    from streamsmith.apps import get_app
+
+    app = get_app(app_name)
+    spec = load_spec(
+        app.default_spec, files or (), sets or (), overrides=overrides, storage_root=root
+    )
+    if spec.app != app.name:
+        raise UserError(f"the spec is for app {spec.app!r}, but the command names {app.name!r}")
+    return app, spec
+
+
+def storage_root(root: str | None) -> Path:
+    """``--root``, else ``$STREAMSMITH_ROOT``, else the default, made absolute."""
+    from streamsmith.config import DEFAULT_STORAGE_ROOT, STORAGE_ROOT_ENV
+
+    return Path(root or os.environ.get(STORAGE_ROOT_ENV) or DEFAULT_STORAGE_ROOT).resolve()
+
+
+def trigger(text: str | None) -> Trigger | None:
+    """``--trigger`` parsed; None leaves the spec's trigger."""
+    if text is None:
+        return None
+    try:
+        return parse_trigger(text)
+    except ValueError as exc:
+        raise UserError(f"--trigger: {exc}") from None
+
+
+def check_format(fmt: str) -> None:
+    """``--format`` must be one :func:`print_rows` knows."""
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+
+
+def session(spec: PipelineSpec, name: str) -> SparkSession:
+    """A Spark session for the spec, with a spinner on stderr while it starts."""
+    from streamsmith.session import build_session
+
+    with err.status(f"starting Spark ({spec.spark.master})"):
+        return build_session(spec.spark, f"streamsmith-{name}")
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM ask for a graceful stop; a second signal aborts at once."""
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        say(f"{signal.Signals(signum).name}: stopping after the current batch", to_stderr=True)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str) -> None:
+    """Rows as a table, CSV or JSON lines (one row per line) on stdout."""
+    if fmt == "json":
+        import json
+
+        for row in rows:
+            record = (
+                row.asDict(recursive=True)
+                if hasattr(row, "asDict")
+                else dict(zip(columns, row, strict=True))
+            )
+            say(json.dumps(record, default=str))
+        return
+    if fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
+        return
+    out.print(console.rows_table(columns, rows, title))

@@ -1,0 +1,70 @@
+"""Watching running apps: ``status`` from the event log and the live ``dashboard``."""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+import typer
+
+from streamsmith.cli.common import (
+    Format,
+    Root,
+    check_format,
+    print_rows,
+    say,
+    stop_on_signals,
+    storage_root,
+)
+from streamsmith.errors import UserError
+
+
+def status(
+    app: Annotated[str | None, typer.Argument(help="Only this app's queries.")] = None,
+    root: Root = None,
+    fmt: Format = "table",
+) -> None:
+    """One row per query from the event log: state, last batch, rates, lag, watermark
+    delay, state rows, quarantined and late rows, restarts, last error."""
+    from streamsmith.monitor.eventlog import read_events
+    from streamsmith.monitor.status import query_statuses
+
+    check_format(fmt)
+    storage = storage_root(root)
+    statuses = query_statuses(read_events(storage, app))
+    if not statuses:
+        raise UserError(
+            f"no runs recorded under {storage}"
+            + (f" for app {app!r}" if app else "")
+            + ": start one with `streamsmith run`, or pass --root"
+        )
+    rows = [list(s.as_dict().values()) for s in statuses]
+    print_rows(rows, list(statuses[0].as_dict()), f"queries under {storage}", fmt)
+
+
+def dashboard(
+    root: Root = None,
+    port: Annotated[int, typer.Option("--port")] = 8050,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Required unless bound to loopback.",
+            envvar="STREAMSMITH_DASHBOARD_TOKEN",
+        ),
+    ] = None,
+) -> None:
+    """Serve the live monitoring page over the event log until stopped: per query,
+    input vs processing rate, batch duration, watermark delay, state rows, lag,
+    quarantined and late rows, alerts and failures."""
+    from streamsmith.web.server import Dashboard
+
+    server = Dashboard(storage_root(root), host, port, token).start()
+    say(f"dashboard at {server.url} (Ctrl-C stops it)", to_stderr=True)
+    stop = threading.Event()
+    try:
+        with stop_on_signals(stop):
+            stop.wait()
+    finally:
+        server.stop()

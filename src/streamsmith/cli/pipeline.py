@@ -1,0 +1,182 @@
+"""Running an app: apps, dry-run, run, backfill, check-upgrade and checkpoint show."""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+import typer
+
+from streamsmith.cli.common import (
+    Root,
+    Sets,
+    SpecFiles,
+    TriggerOpt,
+    out,
+    say,
+    session,
+    spec_for,
+    stop_on_signals,
+    trigger,
+)
+from streamsmith.errors import UserError
+
+checkpoint_cli = typer.Typer(help="Inspect an app's checkpoints.", no_args_is_help=True)
+
+
+def list_apps() -> None:
+    """List the reference applications."""
+    from streamsmith.apps import APPS
+
+    for app in APPS.values():
+        out.print(f"[bold]{app.name}[/bold]: {app.description}")
+
+
+def dry_run(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    trigger_: TriggerOpt = None,
+) -> None:
+    """Validate the spec and print the plan without starting Spark."""
+    from streamsmith.runtime.plan import build_plan, describe_plan
+
+    application, pipeline = spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline, trigger(trigger_))
+    say(describe_plan(plan))
+
+
+def run(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    trigger_: TriggerOpt = None,
+    full_refresh: Annotated[
+        bool, typer.Option("--full-refresh", help="Clear checkpoints and tables first.")
+    ] = False,
+    sql_port: Annotated[
+        int | None,
+        typer.Option("--sql-port", help="Serve JDBC on 127.0.0.1:PORT (lake and memory tables)."),
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port", help="Serve Prometheus /metrics and /health on 127.0.0.1:PORT."
+        ),
+    ] = None,
+) -> None:
+    """Run an app's flows as streaming queries until stopped (or the backlog is done)."""
+    from streamsmith.cli.sql import serve_sql
+    from streamsmith.runtime import runner
+    from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
+
+    overrides = {"monitor": {"metrics_port": metrics_port}} if metrics_port is not None else None
+    application, pipeline = spec_for(app, spec, set_, root, overrides=overrides)
+    plan = build_plan(application, pipeline, trigger(trigger_))
+    check_storage_root(plan.root)
+    check_inputs(plan)
+    for warning in plan.warnings:
+        say(f"warning: {warning}", to_stderr=True)
+    if full_refresh:
+        for path in runner.full_refresh(plan):
+            say(f"full refresh: removed {path}", to_stderr=True)
+    spark = session(pipeline, app)
+    stop = threading.Event()
+    server = serve_sql(spark, plan.root, sql_port) if sql_port else None
+    try:
+        with stop_on_signals(stop):
+            say(
+                f"running {app}: {len(plan.outputs)} queries, storage root {plan.root}",
+                to_stderr=True,
+            )
+            report = runner.run_pipeline(spark, plan, stop)
+    finally:
+        if server is not None:
+            server.stop()
+    for query in report.queries:
+        say(f"{query.name}: {query.batches} batches, {query.input_rows} input rows")
+
+
+def backfill(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+) -> None:
+    """Run the app's flows once as batch jobs over all input, into <root>/backfill."""
+    from streamsmith.runtime import runner
+    from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
+
+    application, pipeline = spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    check_storage_root(plan.root)
+    check_inputs(plan)
+    spark = session(pipeline, app)
+    report = runner.backfill(spark, plan)
+    for table, rows in report.rows.items():
+        say(f"{table}: {rows} rows in {plan.root / 'backfill' / table}")
+
+
+@checkpoint_cli.command("show")
+def checkpoint_show(
+    app: str,
+    flow: Annotated[str | None, typer.Argument(help="Only this flow's queries.")] = None,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    rows: Annotated[int, typer.Option("--rows", help="State rows to print per store.")] = 5,
+) -> None:
+    """Offsets, commits, last batch, and the state stores' metadata and contents."""
+    import json
+
+    from streamsmith.runtime.checkpoints import show_checkpoint
+    from streamsmith.runtime.plan import build_plan
+
+    application, pipeline = spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    flows = [f for f in plan.flows if flow is None or f.name == flow]
+    if not flows:
+        raise UserError(f"app {app} has no flow {flow!r}: see `streamsmith dry-run {app}`")
+    spark = session(pipeline, "checkpoint")
+    for output in (o for f in flows for o in f.outputs):
+        view = show_checkpoint(spark, output, rows)
+        say(f"{view.query}: {view.path}")
+        if not view.exists:
+            say("  no checkpoint yet")
+            continue
+        say(f"  query id {view.query_id}; last batch {view.last_batch}, "
+            f"last committed {view.last_commit}")  # fmt: skip
+        if view.last_batch != view.last_commit:
+            say(f"  batch {view.last_batch} is planned but not committed: it runs again on start")
+        for number, offsets in enumerate(view.offsets):
+            say(f"  source {number} offsets: {json.dumps(offsets)}")
+        for operator, sample in zip(view.operators, view.state_rows, strict=True):
+            say(f"  state: operator {operator['operatorId']} {operator['operatorName']} "
+                f"store {operator['stateStoreName']}, {operator['numPartitions']} partitions, "
+                f"batches {operator['minBatchId']}..{operator['maxBatchId']}, "
+                f"{operator['rows']} rows")  # fmt: skip
+            for row in sample:
+                say(f"    {json.dumps(row, default=str)}")
+
+
+def check_upgrade(
+    app: str,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+) -> None:
+    """Say per query whether the current code resumes its checkpoint safely or needs
+    --full-refresh, by Spark's rules for changes between restarts; exits 1 if any does."""
+    from streamsmith.runtime import checkpoints
+    from streamsmith.runtime.plan import build_plan
+
+    application, pipeline = spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    spark = session(pipeline, "check-upgrade")
+    verdicts = checkpoints.check_upgrade(spark, plan)
+    for verdict in verdicts:
+        say(f"{verdict.query}: {verdict.summary}")
+    if any(not verdict.resumable for verdict in verdicts):
+        raise typer.Exit(1)

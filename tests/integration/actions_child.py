@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 
 from streamsmith.cli import cli
-from streamsmith.io import sinks
+from streamsmith.io.sinks import postgres as postgres_sink
 from streamsmith.io.postgres import sink
 from streamsmith.io.postgres.server import stop_postgres
 
@@ -36,7 +36,7 @@ FAULTY_TABLE = "action_counts"
 
 def main(root: str, fault: str, batch: str, pg_home: str = "", *sets: str) -> None:
     faulty_batch = int(batch)
-    write_batch = sinks.write_batch
+    write_batch = postgres_sink.write_batch
     stage = sink._stage
 
     def write_then_die(target: sink.PostgresTarget, frame: Any, batch_id: int, query: str) -> bool:
@@ -56,7 +56,7 @@ def main(root: str, fault: str, batch: str, pg_home: str = "", *sets: str) -> No
         return rows
 
     if fault == "kill-after-commit":
-        sinks.write_batch = write_then_die  # type: ignore[assignment]
+        postgres_sink.write_batch = write_then_die  # type: ignore[assignment]
     elif fault == "stop-db-mid-batch":
         sink._stage = stage_then_stop_db  # type: ignore[assignment]
     elif fault != "none":

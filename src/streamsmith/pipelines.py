@@ -96,7 +96,8 @@ def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping
         parsers.setdefault(flow.source, definition.prepare)
         # The first flow over a source keeps its quarantine for all (another takes it
         # over when that one is disabled: see runtime.plan).
-        flows.append(replace(definition, prepare=parsers[flow.source], quarantine=first))
+        keeps = first and definition.prepare is not None  # only parsed records can fail
+        flows.append(replace(definition, prepare=parsers[flow.source], quarantine=keeps))
     return App(
         name=spec.app,
         description=f"pipeline {spec.app} ({where})",

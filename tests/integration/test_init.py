@@ -4,6 +4,7 @@ block gives; then the results each step promises."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -45,6 +46,7 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     program = ["-m", "pytest", "-q", "-p", "no:cacheprovider"] if words[0] == "pytest" else []
     argv = [sys.executable, *(program or ["-m", "streamsmith"]), *words[1:]]
     env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    env["COLUMNS"] = "240"  # status is a wide table (a narrow terminal: --format json)
     return subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
     )
@@ -108,6 +110,7 @@ def test_the_first_pipeline_tutorial_runs_as_written(home: Path) -> None:
             assert re.search(r"10:00:00\s*│\s*ann\s*│\s*2", result.stdout), result.stdout
         if text == "streamsmith status":  # the database still runs: look at its table
             assert_slow_clicks_in_postgres(data())
+            assert_expectation_counts(run("streamsmith status --format json", cwd).stdout)
         ran.append(text)
     assert ran[0] == "streamsmith init clicks" and ran[-1] == "streamsmith db stop"
 
@@ -130,6 +133,15 @@ def assert_slow_clicks_in_postgres(root: Path) -> None:
     with psycopg.connect(server.dsn) as conn:
         rows = conn.execute('SELECT "user", ms FROM slow_clicks ORDER BY ms').fetchall()
     assert [(str(user), ms) for user, ms in rows] == [("ann", 1400), ("ann", 1800), ("bob", 2100)]
+
+
+def assert_expectation_counts(status: str) -> None:
+    """Of the 15 records parsed, one has a negative latency, one a page not under /."""
+    by_query = {row["query"]: row for row in map(json.loads, status.splitlines())}
+    assert by_query["clicks.clicks_per_minute"]["expectations"] == {
+        "plausible_latency": {"passed": 14, "failed": 1},
+        "known_page": {"passed": 14, "failed": 1},
+    }
 
 
 def assert_in(part: str, text: str) -> None:

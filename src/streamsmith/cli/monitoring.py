@@ -43,7 +43,14 @@ def status(
             + (f" for app {app!r}" if app else "")
             + ": start one with `streamsmith run`, or pass --root"
         )
-    rows = [list(s.as_dict().values()) for s in statuses]
+    records = [s.as_dict() for s in statuses]
+    if fmt != "json":  # one cell: each expectation's failed of judged records
+        for record in records:
+            record["expectations"] = ", ".join(
+                f"{name} {n['failed']}/{n['passed'] + n['failed']} failed"
+                for name, n in record["expectations"].items()
+            )
+    rows = [list(record.values()) for record in records]
     print_rows(rows, list(statuses[0].as_dict()), f"queries under {storage}", fmt)
 
 

@@ -20,7 +20,7 @@ from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.status import query_statuses
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import build_plan
-from streamsmith.runtime.runner import run_pipeline
+from streamsmith.runtime.runner import PipelineError, run_pipeline
 
 SPEC = {
     "name": "clicks",
@@ -136,17 +136,15 @@ def test_lateness_from_the_spec_decides_what_counts_and_the_late_table_holds_the
     assert by_query["clicks.checked"]["expectations"]["fast"] == {"passed": 5, "failed": 2}
 
 
-@pytest.mark.slow
-def test_a_failing_expectation_stops_the_flow_naming_it_and_a_record(tmp_path: Path) -> None:
-    spec = write_project(tmp_path)
+def test_a_failing_expectation_stops_the_flow_naming_it_and_a_record(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    spec_file = write_project(tmp_path)
     deliver(tmp_path, 0)
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    result = subprocess.run(
-        [sys.executable, "-m", "streamsmith", "run", str(spec), "--trigger", "available-now",
-         "--set", "flows.checked.expect.fast.action=fail", "--set", "supervisor.max_retries=0"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr[-3000:]
-    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(error) == 1 and "query clicks.checked failed" in error[0]
-    assert 'expectation fast failed on record {"user":"u1","ts":"2026-11-25T10:03:00' in error[0]
+    sets = ["flows.checked.expect.fast.action=fail", "supervisor.max_retries=0"]
+    app, spec = load_pipeline(spec_file, sets=sets)
+    with pytest.raises(PipelineError) as failed:
+        run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
+    message = str(failed.value)
+    assert message.startswith("query clicks.checked failed")
+    assert 'expectation fast failed on record {"user":"u1","ts":"2026-11-25T10:03:00' in message

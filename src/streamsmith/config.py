@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -130,7 +131,9 @@ def parse_trigger(text: str) -> Trigger:
 class StrictModel(BaseModel):
     """Frozen and closed: unknown keys are errors, so a typo never silently does nothing."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_strip_whitespace=True, populate_by_name=True
+    )
 
 
 ConfValue = str | int | float | bool
@@ -183,6 +186,14 @@ class SourceSpec(StrictModel):
     latest_first: bool = False
     connector: Literal["auto", "jvm", "python"] = "auto"
     options: dict[str, ConfValue] = Field(default_factory=dict)
+    record_schema: str | None = Field(
+        default=None,
+        alias="schema",
+        description='the records\' schema as DDL, e.g. "user string, ts timestamp"',
+    )
+    required: tuple[str, ...] = Field(
+        default=(), description="fields a record must have, else it is quarantined"
+    )
 
     @property
     def is_file_source(self) -> bool:
@@ -395,11 +406,72 @@ class SupervisorSpec(StrictModel):
         return value
 
 
+class EventTimeSpec(StrictModel):
+    """A flow's event time, declared once: the watermark, the windows and the
+    late-events table all follow it.
+
+    ``column`` holds the event time; ``lateness`` is how late an event may arrive and
+    still count (the watermark delay); ``window`` (with ``slide`` for sliding windows)
+    gives the flow's input a ``window`` column to group by.
+    """
+
+    column: str
+    lateness: str
+    window: str | None = None
+    slide: str | None = None
+
+    @field_validator("lateness", "window", "slide")
+    @classmethod
+    def _valid_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _slide_needs_window(self) -> EventTimeSpec:
+        if self.slide is not None and self.window is None:
+            raise ValueError("slide is the step of sliding windows: set window as well")
+        return self
+
+
+ExpectAction = Literal["warn", "drop", "quarantine", "fail"]
+
+
+class ExpectationSpec(StrictModel):
+    """A rule each of a flow's records should meet: ``sql``, a SQL boolean expression over
+    the record's fields (a record passes only when it is true; null fails), and what to
+    do with a record that fails: ``warn`` (count it, keep it), ``drop`` (count it, leave
+    it out), ``quarantine`` (to the quarantine table, the expectation's name as the
+    reason) or ``fail`` (stop the flow, naming the expectation and one such record).
+    Every batch's passed and failed counts go to the event log, status and metrics."""
+
+    sql: str
+    action: ExpectAction = "warn"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        return {"sql": data} if isinstance(data, str) else data
+
+
 class FlowSpec(StrictModel):
-    """One source -> transform -> sink path of an app; the app supplies the transform."""
+    """One source -> transform -> sink path.
+
+    In an app, the app's code supplies the transform. In a pipeline of your own, the
+    spec names it: ``transform`` (``module:function`` taking the source's events and
+    returning the output) or ``sql`` (a query over the source, by its name), with the
+    flow's ``event_time``.
+    """
 
     source: str
     sink: SinkSpec
+    transform: str | None = Field(default=None, description="module:function")
+    sql: str | None = Field(default=None, description="SELECT ... FROM <source>")
+    event_time: EventTimeSpec | None = None
+    expect: dict[str, ExpectationSpec] = Field(
+        default_factory=dict, description='name: "SQL boolean", or name: {sql, action}'
+    )
+    description: str = ""
     streams: dict[str, str] = Field(
         default_factory=dict,
         description="the flow's further streaming inputs (stream-stream joins): input -> source",
@@ -414,11 +486,21 @@ class FlowSpec(StrictModel):
             parse_trigger(value)
         return value
 
+    @model_validator(mode="after")
+    def _one_kind_of_code(self) -> FlowSpec:
+        if self.transform is not None and self.sql is not None:
+            raise ValueError("a flow runs either a transform or sql, not both")
+        for name in self.expect:
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"expectation name {name!r} must be an identifier")
+        return self
+
 
 class PipelineSpec(StrictModel):
-    """Everything one app run needs, apart from its code."""
+    """Everything one app run needs, apart from its code (a pipeline of your own names
+    its code in its flows; its name may be given as ``name`` or ``app``)."""
 
-    app: str
+    app: str = Field(validation_alias=AliasChoices("app", "name"), pattern=_IDENTIFIER)
     storage_root: str = DEFAULT_STORAGE_ROOT
     trigger: str = "interval=10s"
     # Always on, a flow's quarantine and late-events queries run at the flow's interval

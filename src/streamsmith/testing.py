@@ -56,6 +56,7 @@ __all__ = [
     "FlowResult",
     "IntegrityReport",
     "check_prefix_integrity",
+    "local_session",
     "random_chunks",
 ]
 
@@ -107,6 +108,20 @@ class IntegrityReport:
                 f"app {self.app} broke prefix integrity in {len(failures)} of "
                 f"{len(self.results)} flow runs:\n" + "\n".join(failures)
             )
+
+
+def local_session(cores: int = 2, name: str = "streamsmith-tests") -> SparkSession:
+    """A local Spark session for tests: ``cores`` cores, as many shuffle partitions
+    (Spark's 200 would make every small aggregation slow), UTC, bound to loopback.
+    Start one per test run: it takes seconds."""
+    from streamsmith.config import SparkSpec
+    from streamsmith.session import build_session
+
+    conf: dict[str, str | int | float | bool] = {
+        "spark.sql.shuffle.partitions": cores,
+        "spark.sql.session.timeZone": "UTC",
+    }
+    return build_session(SparkSpec(master=f"local[{cores}]", conf=conf), name)
 
 
 def random_chunks(

@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from streamsmith.cli import demo, monitoring, pipeline, reports, services, sql
+from streamsmith.cli import demo, init, monitoring, pipeline, reports, services, sql
 from streamsmith.cli.common import say
 from streamsmith.cli.generate import generate_cli
 from streamsmith.errors import UserError
@@ -27,6 +27,7 @@ cli = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+cli.command("init")(init.init)
 cli.command("apps")(pipeline.list_apps)
 cli.command("dry-run")(pipeline.dry_run)
 cli.command("run")(pipeline.run)

@@ -53,21 +53,35 @@ TriggerOpt = Annotated[
     str | None,
     typer.Option("--trigger", help="available-now | once | interval=<duration>, e.g. interval=10s"),
 ]
+AppOrSpec = Annotated[
+    str | None,
+    typer.Argument(
+        help="A reference app's name, or your pipeline's spec file or folder "
+        "(default: ./streamsmith.yml).",
+        show_default=False,
+    ),
+]
 Format = Annotated[str, typer.Option("--format", help="table | csv | json")]
 PortOpt = Annotated[int | None, typer.Option("--port", help="Loopback port (default: free).")]
 
 
 def spec_for(
-    app_name: str,
+    app_name: str | None,
     files: list[Path] | None = None,
     sets: list[str] | None = None,
     root: str | None = None,
     *,
     overrides: Mapping[str, Any] | None = None,
 ) -> tuple[App, PipelineSpec]:
-    """The app and its spec as the command line layers it; the spec must name the app."""
+    """The app (a reference app by name, or a pipeline of your own by its spec file or
+    folder; none: ``./streamsmith.yml``) and its spec as the command line layers it."""
     from streamsmith.apps import get_app
+    from streamsmith.pipelines import find_spec, load_pipeline
 
+    path = find_spec(app_name)
+    if path is not None:
+        return load_pipeline(path, files or (), sets or (), overrides=overrides, storage_root=root)
+    assert app_name is not None  # find_spec found no spec file only for a name
     app = get_app(app_name)
     spec = load_spec(
         app.default_spec, files or (), sets or (), overrides=overrides, storage_root=root
@@ -77,11 +91,27 @@ def spec_for(
     return app, spec
 
 
-def storage_root(root: str | None) -> Path:
-    """``--root``, else ``$STREAMSMITH_ROOT``, else the default, made absolute."""
-    from streamsmith.config import DEFAULT_STORAGE_ROOT, STORAGE_ROOT_ENV
+def reading_target(app: str | None) -> str | None:
+    """What a read-only command (query, sql-server, status) reads when it names no app:
+    the pipeline of ``./streamsmith.yml`` when there is one, else the default storage
+    root (by the cloudtrail app's spec, whose Spark settings are the defaults)."""
+    from streamsmith.pipelines import SPEC_FILE
 
-    return Path(root or os.environ.get(STORAGE_ROOT_ENV) or DEFAULT_STORAGE_ROOT).resolve()
+    if app is not None or Path(SPEC_FILE).is_file():
+        return app
+    return "cloudtrail"
+
+
+def storage_root(root: str | None) -> Path:
+    """``--root``, else ``$STREAMSMITH_ROOT``, else the storage root of ``./streamsmith.yml``
+    when there is one (a pipeline's own folder), else the default; made absolute."""
+    from streamsmith.config import DEFAULT_STORAGE_ROOT, STORAGE_ROOT_ENV
+    from streamsmith.pipelines import SPEC_FILE, load_pipeline
+
+    given = root or os.environ.get(STORAGE_ROOT_ENV)
+    if given is None and Path(SPEC_FILE).is_file():
+        return load_pipeline(Path(SPEC_FILE).resolve())[1].root
+    return Path(given or DEFAULT_STORAGE_ROOT).resolve()
 
 
 def trigger(text: str | None) -> Trigger | None:

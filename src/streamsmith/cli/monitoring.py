@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,6 +14,7 @@ from streamsmith.cli.common import (
     check_format,
     print_rows,
     say,
+    spec_for,
     stop_on_signals,
     storage_root,
 )
@@ -20,7 +22,10 @@ from streamsmith.errors import UserError
 
 
 def status(
-    app: Annotated[str | None, typer.Argument(help="Only this app's queries.")] = None,
+    app: Annotated[
+        str | None,
+        typer.Argument(help="Only this app's queries, or your pipeline's spec file or folder."),
+    ] = None,
     root: Root = None,
     fmt: Format = "table",
 ) -> None:
@@ -30,7 +35,7 @@ def status(
     from streamsmith.monitor.status import query_statuses
 
     check_format(fmt)
-    storage = storage_root(root)
+    storage, app = _status_scope(app, root)
     statuses = query_statuses(read_events(storage, app))
     if not statuses:
         raise UserError(
@@ -38,8 +43,27 @@ def status(
             + (f" for app {app!r}" if app else "")
             + ": start one with `streamsmith run`, or pass --root"
         )
-    rows = [list(s.as_dict().values()) for s in statuses]
+    records = [s.as_dict() for s in statuses]
+    if fmt != "json":  # one cell: each expectation's failed of judged records
+        for record in records:
+            record["expectations"] = ", ".join(
+                f"{name} {n['failed']}/{n['passed'] + n['failed']} failed"
+                for name, n in record["expectations"].items()
+            )
+    rows = [list(record.values()) for record in records]
     print_rows(rows, list(statuses[0].as_dict()), f"queries under {storage}", fmt)
+
+
+def _status_scope(app: str | None, root: str | None) -> tuple[Path, str | None]:
+    """The storage root and app whose events ``status`` reads: a pipeline spec (named, or
+    ``./streamsmith.yml``) gives both; else ``--root`` and the app's name."""
+    from streamsmith.pipelines import SPEC_FILE
+
+    named_spec = app is not None and (Path(app).is_dir() or app.endswith((".yml", ".yaml")))
+    if named_spec or (app is None and root is None and Path(SPEC_FILE).is_file()):
+        _, spec = spec_for(app, root=root)
+        return spec.root, spec.app
+    return storage_root(root), app
 
 
 def dashboard(

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from streamsmith.cli.common import (
+    AppOrSpec,
     Root,
     Sets,
     SpecFiles,
@@ -33,7 +34,7 @@ def list_apps() -> None:
 
 
 def dry_run(
-    app: str,
+    app: AppOrSpec = None,
     spec: SpecFiles = None,
     set_: Sets = None,
     root: Root = None,
@@ -48,7 +49,7 @@ def dry_run(
 
 
 def run(
-    app: str,
+    app: AppOrSpec = None,
     spec: SpecFiles = None,
     set_: Sets = None,
     root: Root = None,
@@ -82,15 +83,13 @@ def run(
     if full_refresh:
         for path in runner.full_refresh(plan):
             say(f"full refresh: removed {path}", to_stderr=True)
-    spark = session(pipeline, app)
+    spark = session(pipeline, application.name)
     stop = threading.Event()
     server = serve_sql(spark, plan.root, sql_port) if sql_port else None
     try:
         with stop_on_signals(stop):
-            say(
-                f"running {app}: {len(plan.outputs)} queries, storage root {plan.root}",
-                to_stderr=True,
-            )
+            queries = f"{len(plan.outputs)} queries, storage root {plan.root}"
+            say(f"running {application.name}: {queries}", to_stderr=True)
             report = runner.run_pipeline(spark, plan, stop)
     finally:
         if server is not None:
@@ -100,7 +99,7 @@ def run(
 
 
 def backfill(
-    app: str,
+    app: AppOrSpec = None,
     spec: SpecFiles = None,
     set_: Sets = None,
     root: Root = None,
@@ -113,7 +112,7 @@ def backfill(
     plan = build_plan(application, pipeline)
     check_storage_root(plan.root)
     check_inputs(plan)
-    spark = session(pipeline, app)
+    spark = session(pipeline, application.name)
     report = runner.backfill(spark, plan)
     for table, rows in report.rows.items():
         say(f"{table}: {rows} rows in {plan.root / 'backfill' / table}")
@@ -121,7 +120,7 @@ def backfill(
 
 @checkpoint_cli.command("show")
 def checkpoint_show(
-    app: str,
+    app: AppOrSpec = None,
     flow: Annotated[str | None, typer.Argument(help="Only this flow's queries.")] = None,
     spec: SpecFiles = None,
     set_: Sets = None,
@@ -138,7 +137,9 @@ def checkpoint_show(
     plan = build_plan(application, pipeline)
     flows = [f for f in plan.flows if flow is None or f.name == flow]
     if not flows:
-        raise UserError(f"app {app} has no flow {flow!r}: see `streamsmith dry-run {app}`")
+        raise UserError(
+            f"app {application.name} has no flow {flow!r}: see `streamsmith dry-run {app or ''}`"
+        )
     spark = session(pipeline, "checkpoint")
     for output in (o for f in flows for o in f.outputs):
         view = show_checkpoint(spark, output, rows)
@@ -162,7 +163,7 @@ def checkpoint_show(
 
 
 def check_upgrade(
-    app: str,
+    app: AppOrSpec = None,
     spec: SpecFiles = None,
     set_: Sets = None,
     root: Root = None,

@@ -15,6 +15,7 @@ from streamsmith.cli.common import (
     SpecFiles,
     check_format,
     print_rows,
+    reading_target,
     say,
     session,
     spec_for,
@@ -23,13 +24,18 @@ from streamsmith.cli.common import (
 from streamsmith.errors import UserError
 
 AppOpt = Annotated[
-    str, typer.Option("--app", help="Take storage root and Spark conf from this app's spec.")
+    str | None,
+    typer.Option(
+        "--app",
+        help="Take storage root and Spark conf from this app's spec, or your pipeline's "
+        "spec file (default: ./streamsmith.yml if there is one).",
+    ),
 ]
 
 
 def query(
     sql: str,
-    app: AppOpt = "cloudtrail",
+    app: AppOpt = None,
     spec: SpecFiles = None,
     set_: Sets = None,
     root: Root = None,
@@ -55,7 +61,7 @@ def query(
         columns, values = beeline_query(server, sql)
         print_rows(values[:max_rows], columns, None, fmt)
         return
-    _, pipeline = spec_for(app, spec, set_, root)
+    _, pipeline = spec_for(reading_target(app), spec, set_, root)
     if not pipeline.root.is_dir():
         raise UserError(
             f"storage root {pipeline.root} does not exist: run a pipeline first or pass --root"
@@ -66,7 +72,7 @@ def query(
 
 
 def sql_server(
-    app: AppOpt = "cloudtrail",
+    app: AppOpt = None,
     root: Root = None,
     port: Annotated[int, typer.Option("--port")] = 10000,
     refresh: Annotated[
@@ -75,7 +81,7 @@ def sql_server(
 ) -> None:
     """Serve the lake tables over JDBC/ODBC (Spark's Thrift server) on 127.0.0.1 until
     stopped; connect with beeline, a BI tool, or `streamsmith query --server`."""
-    _, pipeline = spec_for(app, root=root)
+    _, pipeline = spec_for(reading_target(app), root=root)
     spark = session(pipeline, "sql-server")
     server = serve_sql(spark, pipeline.root, port)
     stop = threading.Event()

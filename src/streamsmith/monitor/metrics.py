@@ -53,6 +53,15 @@ class QueryMetrics:
             ),
         }
         self.up = gauge("query_up", "1 while the query runs, 0 otherwise")
+        self.expectations = {
+            outcome: Counter(
+                f"streamsmith_expectation_{outcome}_rows",
+                f"Records that {outcome} an expectation",
+                [*labels, "expectation"],
+                registry=self.registry,
+            )
+            for outcome in ("passed", "failed")
+        }
         self.events = Counter(
             "streamsmith_events", "Lifecycle events", [*labels, "event"], registry=self.registry
         )
@@ -71,6 +80,9 @@ class QueryMetrics:
         for key, counter in self.counters.items():
             if record.get(key):
                 counter.labels(self.app, query).inc(float(record[key]))
+        for name, counts in (record.get("expectations") or {}).items():
+            for outcome, counter in self.expectations.items():
+                counter.labels(self.app, query, name).inc(float(counts.get(outcome) or 0))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from streamsmith.transforms.expectations import EXPECTATIONS_METRIC, ROWS
+
 # Spark reports this watermark before the first event time is seen.
 _NO_WATERMARK = "1970-01-01T00:00:00.000Z"
 
@@ -57,10 +59,24 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "quarantined": _observed(observed, QUARANTINE_METRIC),
         "late": _observed(observed, LATE_METRIC),
+        "expectations": expectation_counts(observed),
         "lag": sum(lags) if lags else None,
         "lag_bytes": _sum_known(source.get("lag_bytes") for source in sources),
         "sources": json.dumps(sources),
         "progress": json.dumps(progress, default=str),
+    }
+
+
+def expectation_counts(observed: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
+    """Per expectation, how many of the batch's judged records passed and failed."""
+    metric = observed.get(EXPECTATIONS_METRIC)
+    if not isinstance(metric, Mapping) or metric.get(ROWS) is None:
+        return None
+    judged = int(metric[ROWS])
+    return {
+        name: {"passed": judged - int(failed or 0), "failed": int(failed or 0)}
+        for name, failed in metric.items()
+        if name != ROWS
     }
 
 

@@ -37,6 +37,7 @@ class QueryStatus:
     state_rows: int | None
     quarantined: int
     late: int
+    expectations: dict[str, dict[str, int]]
     restarts: int
     last_error: str | None
 
@@ -101,9 +102,21 @@ def _status(
         state_rows=last.get("state_rows"),
         quarantined=sum(int(batch.get("quarantined") or 0) for batch in batches),
         late=sum(int(batch.get("late") or 0) for batch in batches),
+        expectations=_expectation_totals(batches),
         restarts=entry["restarts"],
         last_error=entry["error"],
     )
+
+
+def _expectation_totals(batches: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Passed and failed records per expectation, over the query's batches."""
+    totals: dict[str, dict[str, int]] = {}
+    for batch in batches:
+        for name, counts in (batch.get("expectations") or {}).items():
+            total = totals.setdefault(name, {"passed": 0, "failed": 0})
+            total["passed"] += int(counts.get("passed") or 0)
+            total["failed"] += int(counts.get("failed") or 0)
+    return totals
 
 
 def process_alive(pid: int) -> bool:

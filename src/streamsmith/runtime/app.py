@@ -9,6 +9,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from streamsmith.transforms.expectations import Expectation
+
 Transform = Callable[..., DataFrame]
 
 
@@ -68,7 +70,8 @@ class FlowDefinition:
     ``batch_arguments`` are keyword arguments the transform gets in batch runs only
     (backfill), e.g. ``close_at_end=True`` for a stateful processor whose open groups a
     stream's timers would close later: the edge decides, the transform never asks
-    whether its input is a stream.
+    whether its input is a stream. ``expectations`` are rules the flow's records should
+    meet (see ``streamsmith.transforms.expectations``); the spec may add more.
     """
 
     name: str
@@ -84,6 +87,7 @@ class FlowDefinition:
     stateful: bool = False
     record_late: bool = True
     batch_arguments: Mapping[str, Any] = field(default_factory=dict)
+    expectations: tuple[Expectation, ...] = ()
 
 
 @dataclass(frozen=True)

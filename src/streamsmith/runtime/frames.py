@@ -12,12 +12,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, table_path
 from streamsmith.runtime.flow_batches import observe_flow
 from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
+from streamsmith.transforms.expectations import counted, enforced, quarantine_failures
 from streamsmith.transforms.quarantine import (
     POSITION,
     REJECT_REASON,
@@ -50,9 +52,20 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     for stream in flow.streams:
         other = stream.input.read(spark, stream.definition.record_schema, streaming=streaming)
         inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
+    expectations = flow.expectations
     if definition.prepare is None:
-        return FlowFrames(definition.transform(source, **inputs), None)
-    tagged = definition.prepare(source)
+        output = definition.transform(source, **inputs)
+        if not expectations:
+            return FlowFrames(output, None)
+        if REJECT_REASON not in output.columns:  # nothing is rejected before the rules
+            output = output.withColumn(REJECT_REASON, F.lit(None).cast("string"))
+        main = quarantine_failures(counted(output, expectations, _valid()), expectations)
+        return FlowFrames(
+            enforced(accepted(main), expectations), quarantine_failures(output, expectations)
+        )
+    parsed = definition.prepare(source)
+    tagged = quarantine_failures(parsed, expectations)
+    main = quarantine_failures(counted(parsed, expectations, _valid()), expectations)
     # The main query reports its rejects and oldest event time per batch, so the side
     # queries can skip the batches that hold nothing for them. The report needs every
     # row parsed (Spark then cannot push the transform's filters into a JSON reader), so
@@ -60,8 +73,14 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     rule = definition.event_time
     late_time = rule.column if rule is not None and definition.record_late else None
     reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
-    counted = observe_flow(tagged, late_time) if reported else tagged
-    return FlowFrames(definition.transform(_accepted(counted), **inputs), tagged)
+    main = observe_flow(main, late_time) if reported else main
+    events = enforced(_accepted(main), expectations)
+    return FlowFrames(definition.transform(events, **inputs), tagged)
+
+
+def _valid() -> Column:
+    """Records the expectations judge: those read and parsed (not already rejected)."""
+    return F.col(REJECT_REASON).isNull()
 
 
 def _accepted(tagged: DataFrame) -> DataFrame:

@@ -31,6 +31,7 @@ from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, FlowDefinition, StreamInput
 from streamsmith.runtime.late import describe_rule, late_table
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
+from streamsmith.transforms.expectations import Expectation
 from streamsmith.transforms.quarantine import quarantine_table
 
 Role = Literal["main", "quarantine", "late"]
@@ -103,6 +104,7 @@ class FlowPlan:
     source_path: Path | None
     outputs: tuple[Output, ...]
     streams: tuple[StreamPlan, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def input(self) -> Source:
@@ -173,6 +175,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         sink = build_sink(flow.sink.format, flow.sink.settings, context)
         warnings.extend(check_output_mode(app.name, definition, flow.sink, sink, flow_trigger))
         outputs = _outputs(spec, context, definition, flow, sink, flow_trigger)
+        expectations = _expectations(app.name, definition, flow, outputs)
         streams = _streams(spec, app.name, definition, flow.streams)
         flows.append(
             FlowPlan(
@@ -183,6 +186,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 source_path=spec.source_path(flow.source),
                 outputs=tuple(outputs),
                 streams=streams,
+                expectations=expectations,
             )
         )
     if not flows:
@@ -263,6 +267,25 @@ def _streams(
         )
         for stream in definition.streams
     )
+
+
+def _expectations(
+    app: str, definition: FlowDefinition, flow: FlowSpec, outputs: list[Output]
+) -> tuple[Expectation, ...]:
+    """The flow's expectations: its code's, then the spec's (which may replace one of the
+    same name). A ``quarantine`` one needs the flow to keep a quarantine table."""
+    merged = {e.name: e for e in definition.expectations}
+    merged.update(
+        (name, Expectation(name, rule.sql, rule.action)) for name, rule in flow.expect.items()
+    )
+    quarantined = [e.name for e in merged.values() if e.action == "quarantine"]
+    if quarantined and not any(output.role == "quarantine" for output in outputs):
+        raise UserError(
+            f"flow {definition.name!r} of app {app!r}: expectation(s) {', '.join(quarantined)} "
+            "quarantine records, but this flow keeps no quarantine table (a sibling flow "
+            "over the same events does): use drop, warn or fail"
+        )
+    return tuple(merged.values())
 
 
 def _check_targets(flows: list[FlowPlan]) -> None:
@@ -381,7 +404,11 @@ def _checked_source(spec: PipelineSpec, name: str) -> SourceSpec:
     source = spec.sources[name]
     if source.format == "kafka":
         source = source.model_copy(update={"options": spec.kafka_options(source.options)})
-    source_for(source, spec.source_path(name)).check(name)
+    try:
+        source_for(source, spec.source_path(name)).check(name)
+    except UserError as exc:
+        at = ("sources", name, "format")
+        raise UserError(f"in {spec.origin_of(at)}: {exc}") from None
     return source
 
 
@@ -479,6 +506,10 @@ def describe_plan(plan: Plan) -> str:
         rule = flow.definition.event_time
         if rule is not None:
             lines.append(f"  event time: {describe_rule(rule)}")
+        for expectation in flow.expectations:
+            lines.append(
+                f"  expect {expectation.name}: {expectation.sql} (on failure: {expectation.action})"
+            )
         for output in flow.outputs:
             partitions = ", ".join(output.partition_by) or "none"
             where = output.sink.describe()

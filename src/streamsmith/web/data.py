@@ -2,8 +2,8 @@
 
 Per query: the status row of ``streamsmith status`` and one point per batch of the
 series the seeds chart — input vs processing rate, batch duration, watermark delay,
-state rows, source lag, quarantined and late rows; plus the latest alerts, failures,
-restarts and give-ups of every query.
+state rows, source lag, quarantined and late rows, records failing expectations; plus
+the latest alerts, failures, restarts and give-ups of every query.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ def dashboard_data(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             continue
         point = {"batch_id": event.get("batch_id"), "time": event.get("batch_time")}
         point.update({name: event.get(name) for name in SERIES})
+        rules = event.get("expectations")
+        point["expectations_failed"] = (
+            sum(int(counts.get("failed") or 0) for counts in rules.values()) if rules else None
+        )
         key = (event.get("query_id"), event.get("batch_id"))
         series.setdefault(str(event["query"]), {})[key] = point  # a replayed batch once
     incidents = [

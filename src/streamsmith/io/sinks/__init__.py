@@ -50,9 +50,14 @@ def build_sink(format_: str, settings: Mapping[str, Any], context: SinkContext) 
     spec's parquet ``table``); any other such key is an error naming the formats it
     belongs to. Errors name the key and its origin.
     """
-    cls = sink_class(format_)
-    fields = cls.Options.model_fields
     where = ("flows", context.flow, "sink")
+    try:
+        cls = sink_class(format_)
+    except UserError as exc:
+        at = (*where, "format")
+        origin = context.spec.origin_of(at)
+        raise UserError(f"invalid value for {'.'.join(at)!r} in {origin}: {exc}") from None
+    fields = cls.Options.model_fields
     chosen = context.spec.layer_of((*where, "format"))
     kept = {
         key: value

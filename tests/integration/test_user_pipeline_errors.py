@@ -1,0 +1,99 @@
+"""Mistakes in a pipeline of your own, as its user meets them on the command line: one
+line naming the spec file, the flow and what to fix (exit 2), before Spark starts; code
+that raises fails the run naming the flow, with the user's own traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+
+from streamsmith.config import Trigger
+from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import PipelineError, run_pipeline
+
+CODE = """
+def per_user(clicks):
+    return clicks.groupBy("window", "user").count()
+
+
+def broken(clicks):
+    raise ValueError("no such column: usr")
+"""
+
+
+def spec(**flow: object) -> dict[str, object]:
+    return {
+        "name": "clicks",
+        "storage_root": "data",
+        "sources": {"clicks": {"format": "jsonl", "path": "input/clicks",
+                               "schema": "user string, ts timestamp"}},
+        "flows": {"per_minute": {"source": "clicks", "sink": {"table": "per_minute"},
+                                 "transform": "flows:per_user", **flow}},
+    }  # fmt: skip
+
+
+def streamsmith(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    return subprocess.run(
+        [sys.executable, "-m", "streamsmith", *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def project(folder: Path, document: dict[str, object]) -> Path:
+    (folder / "data/input/clicks").mkdir(parents=True, exist_ok=True)
+    (folder / "flows.py").write_text(CODE)
+    (folder / "streamsmith.yml").write_text(yaml.safe_dump(document))
+    return folder / "streamsmith.yml"
+
+
+@pytest.mark.parametrize(
+    ("flow", "fragment"),
+    [
+        ({"transform": "flowz:per_user"}, "flows.per_minute.transform: no module 'flowz'"),
+        ({"transform": "flows:per_usr"}, "flows.per_minute.transform: module 'flows' has no"),
+        ({"sql": "SELECT * FROM clicks"}, "a flow runs either a transform or sql, not both"),
+        ({"event_time": {"column": "ts", "lateness": "a while"}}, "invalid duration 'a while'"),
+        ({"event_time": {"column": "time", "lateness": "1m"}}, "'time' is not a field"),
+        ({"expect": {"recent": {"sql": "ts > now()", "action": "mail"}}}, "action"),
+        ({"sink": {"format": "parquett", "table": "x"}}, "unknown sink format 'parquett'"),
+    ],
+)  # fmt: skip
+def test_spec_mistakes_are_one_line_naming_file_flow_and_fix(
+    tmp_path: Path, flow: dict[str, object], fragment: str
+) -> None:
+    path = project(tmp_path, spec(**flow))
+    result = streamsmith(tmp_path, "dry-run")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert fragment in line and str(path) in line
+
+
+def test_no_spec_here_says_how_to_start(tmp_path: Path) -> None:
+    result = streamsmith(tmp_path, "run")
+    assert result.returncode == 2
+    assert "no streamsmith.yml here" in result.stderr and "streamsmith init" in result.stderr
+
+
+def test_code_that_raises_fails_the_run_with_the_users_traceback(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = project(tmp_path, spec(transform="flows:broken"))
+    app, pipeline = load_pipeline(path)
+    try:
+        with pytest.raises(PipelineError) as failed:
+            run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    finally:
+        sys.modules.pop("flows", None)
+    message = str(failed.value)
+    assert "flows.per_minute: the flow's code raised ValueError: no such column: usr" in message
+    assert f'File "{tmp_path / "flows.py"}", line 7, in broken' in message
+    assert "streamsmith/" not in message  # the user's frames only

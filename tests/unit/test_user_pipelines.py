@@ -1,0 +1,144 @@
+"""Pipelines of your own, checked before Spark starts: the spec names code and schema."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql.types import (
+    ArrayType,
+    DecimalType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from streamsmith.errors import UserError
+from streamsmith.pipelines import find_spec, load_pipeline
+from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.schemas.ddl import DDLError, parse_schema
+
+CODE = """
+def per_user(clicks):
+    return clicks.groupBy("window", "user").count()
+
+def two_inputs(clicks, other):
+    return clicks
+"""
+
+
+def spec(**flow: object) -> dict[str, object]:
+    return {
+        "name": "clicks",
+        "storage_root": "data",
+        "sources": {"clicks": {"format": "jsonl", "path": "input/clicks",
+                               "schema": "user string, ts timestamp, ms int"}},
+        "flows": {"per_minute": {"source": "clicks", "sink": {"table": "per_minute"}, **flow}},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "user_flows.py").write_text(CODE)
+    try:
+        yield tmp_path
+    finally:
+        sys.modules.pop("user_flows", None)
+        if str(tmp_path) in sys.path:
+            sys.path.remove(str(tmp_path))
+
+
+def write(project: Path, document: dict[str, object]) -> Path:
+    path = project / "streamsmith.yml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_spec_names_its_code_schema_and_event_time(project: Path) -> None:
+    path = write(project, spec(transform="user_flows:per_user",
+                               event_time={"column": "ts", "lateness": "5 minutes",
+                                           "window": "1 minute"},
+                               expect={"fast": {"sql": "ms < 1000", "action": "drop"},
+                                       "known": "user IS NOT NULL"}))  # fmt: skip
+    app, pipeline = load_pipeline(path)
+    assert pipeline.root == project / "data"  # relative to the spec's folder
+    assert find_spec(str(project)) == path and find_spec("cloudtrail") is None
+    flow = app.flow("per_minute")
+    assert flow.record_schema is not None and flow.record_schema.fieldNames() == [
+        "user",
+        "ts",
+        "ms",
+    ]
+    assert flow.event_time is not None and flow.event_time.delay == "5 minutes" and flow.stateful
+    text = describe_plan(build_plan(app, pipeline))
+    assert "event time: ts watermark 5 minutes, windows 1 minute" in text
+    assert "expect fast: ms < 1000 (on failure: drop)" in text
+    assert "expect known: user IS NOT NULL (on failure: warn)" in text
+    assert "late query clicks.per_minute.late" in text
+
+
+@pytest.mark.parametrize(
+    ("flow", "message"),
+    [
+        ({"transform": "nowhere:f"}, "flows.per_minute.transform: no module 'nowhere'"),
+        ({"transform": "user_flows:gone"}, "module 'user_flows' has no 'gone'"),
+        ({"transform": "user_flows:two_inputs"}, "cannot be called that way: missing a required"),
+        ({}, "name the flow's code: transform: module:function, or sql: SELECT ... FROM clicks"),
+        ({"sql": "missing.sql"}, "flows.per_minute.sql: no SQL file"),
+        ({"sql": "SELECT 1", "event_time": {"column": "when", "lateness": "1 minute"}},
+         "event_time.column: 'when' is not a field of source 'clicks'"),
+    ],
+)  # fmt: skip
+def test_mistakes_in_the_code_a_spec_names_are_caught_before_spark(
+    project: Path, flow: dict[str, object], message: str
+) -> None:
+    path = write(project, spec(**flow))
+    with pytest.raises(UserError, match=message) as error:
+        load_pipeline(path)
+    assert str(error.value).startswith(str(path))  # the spec file, then the flow
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"event_time": {"column": "ts", "lateness": "soon"}}, "invalid duration 'soon'"),
+        ({"expect": {"bad name": "ms > 0"}}, "expectation name 'bad name' must be an identifier"),
+        ({"expect": {"fast": {"sql": "ms > 0", "action": "shout"}}}, "'warn', 'drop'"),
+        ({"transform": "a:b", "sql": "SELECT 1"}, "either a transform or sql, not both"),
+    ],
+)  # fmt: skip
+def test_spec_values_are_validated_with_their_origin(
+    project: Path, change: dict[str, object], message: str
+) -> None:
+    path = write(project, spec(**change))
+    with pytest.raises(UserError, match=message) as error:
+        load_pipeline(path)
+    assert str(path) in str(error.value)
+
+
+def test_bad_schemas_name_the_source(project: Path) -> None:
+    document = spec(sql="SELECT * FROM clicks")
+    document["sources"]["clicks"]["schema"] = "user strin"  # type: ignore[index]
+    with pytest.raises(UserError, match="sources.clicks.schema: unknown type 'strin'"):
+        load_pipeline(write(project, document))
+
+
+def test_ddl_schemas_parse_without_spark() -> None:
+    assert parse_schema("user string, `the ts` timestamp, amount decimal(12,2), "
+                        "tags array<string>, s struct<a: int> not null") == StructType([
+        StructField("user", StringType()),
+        StructField("the ts", TimestampType()),
+        StructField("amount", DecimalType(12, 2)),
+        StructField("tags", ArrayType(StringType())),
+        StructField("s", StructType([StructField("a", IntegerType())]), nullable=False),
+    ])  # fmt: skip
+    mistakes = {"a int b int": "expected ','", "": "has no fields",
+                "a int, a string": "appears twice", "a integr": "unknown type"}  # fmt: skip
+    for bad, message in mistakes.items():
+        with pytest.raises(DDLError, match=message):
+            parse_schema(bad)

@@ -27,9 +27,9 @@ from typing import Any
 import psycopg
 
 from streamsmith.cli import cli
-from streamsmith.io.sinks import postgres as postgres_sink
 from streamsmith.io.postgres import sink
 from streamsmith.io.postgres.server import stop_postgres
+from streamsmith.io.sinks import postgres as postgres_sink
 
 FAULTY_TABLE = "action_counts"
 

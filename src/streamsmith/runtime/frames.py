@@ -19,7 +19,12 @@ from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, table_path
 from streamsmith.runtime.flow_batches import observe_flow
 from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
-from streamsmith.transforms.expectations import counted, enforced, quarantine_failures
+from streamsmith.transforms.expectations import (
+    Expectation,
+    counted,
+    enforced,
+    quarantine_failures,
+)
 from streamsmith.transforms.quarantine import (
     POSITION,
     REJECT_REASON,
@@ -36,6 +41,7 @@ class FlowFrames:
 
     output: DataFrame
     tagged: DataFrame | None
+    expectations: tuple[Expectation, ...] = ()
 
 
 def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> FlowFrames:
@@ -61,7 +67,9 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
             output = output.withColumn(REJECT_REASON, F.lit(None).cast("string"))
         main = quarantine_failures(counted(output, expectations, _valid()), expectations)
         return FlowFrames(
-            enforced(accepted(main), expectations), quarantine_failures(output, expectations)
+            enforced(accepted(main), expectations),
+            quarantine_failures(output, expectations),
+            expectations,
         )
     parsed = definition.prepare(source)
     tagged = quarantine_failures(parsed, expectations)
@@ -75,7 +83,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
     main = observe_flow(main, late_time) if reported else main
     events = enforced(_accepted(main), expectations)
-    return FlowFrames(definition.transform(events, **inputs), tagged)
+    return FlowFrames(definition.transform(events, **inputs), tagged, expectations)
 
 
 def _valid() -> Column:
@@ -95,7 +103,8 @@ def output_frame(frames: FlowFrames, output: Output) -> DataFrame:
     if output.role == "late":  # lineage lines late events up with the flow's batches
         if REJECT_REASON not in tagged.columns:
             return tagged
-        return accepted(tagged, keep=(SOURCE_FILE, POSITION))
+        # What the flow drops by its expectations never reaches its watermark: not late.
+        return enforced(accepted(tagged, keep=(SOURCE_FILE, POSITION)), frames.expectations)
     return _accepted(frames.output)
 
 

@@ -88,11 +88,18 @@ def load_pipeline(
 
 def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping[str, Any]) -> App:
     """An App whose flows run the code the spec names (see the module docstring)."""
-    parsers: dict[str, Transform | None] = {}  # one per source: its flows share its events
+    # A source's records are parsed once for all its flows, which so see the same events:
+    # a record lacking any of their event-time columns is quarantined for all of them.
+    times: dict[str, list[str]] = {}
+    for flow in spec.flows.values():
+        if flow.event_time is not None:
+            times.setdefault(flow.source, []).append(flow.event_time.column)
+    parsers: dict[str, Transform | None] = {}
     flows = []
     for name, flow in spec.flows.items():
         first = flow.source not in parsers
-        definition = _flow(name, flow, spec, folder, f"{where}: flows.{name}")
+        where_flow = f"{where}: flows.{name}"
+        definition = _flow(name, flow, spec, folder, where_flow, times.get(flow.source, []))
         parsers.setdefault(flow.source, definition.prepare)
         # The first flow over a source keeps its quarantine for all (another takes it
         # over when that one is disabled: see runtime.plan).
@@ -107,7 +114,12 @@ def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping
 
 
 def _flow(
-    name: str, flow: FlowSpec, spec: PipelineSpec, folder: Path, where: str
+    name: str,
+    flow: FlowSpec,
+    spec: PipelineSpec,
+    folder: Path,
+    where: str,
+    event_times: Sequence[str],
 ) -> FlowDefinition:
     source = spec.sources[flow.source]
     schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
@@ -122,10 +134,13 @@ def _flow(
             f"{where}.event_time.column: {rule.column!r} is not a field of source "
             f"{flow.source!r} (its fields: {', '.join(schema.fieldNames())})"
         )
-    required = (*source.required, *([rule.column] if rule is not None else []))
+    required = (*source.required, *event_times)
     unknown = [field for field in required if schema is not None and field not in schema.names]
     if unknown:
-        raise UserError(f"{where}: required field(s) {', '.join(unknown)} not in the schema")
+        raise UserError(
+            f"{where}: field(s) {', '.join(unknown)} (required, or the event time of a flow "
+            f"over it) not in the schema of source {flow.source!r}"
+        )
     if flow.transform is not None:
         code: Transform = load_callable(
             flow.transform, f"{where}.transform", search=(folder,), arguments=(None,)

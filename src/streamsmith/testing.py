@@ -39,7 +39,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import DoubleType, FloatType
+from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from streamsmith.config import ConfValue, Trigger, load_spec, parse_duration
 from streamsmith.io.lake import read_table, write_table
@@ -386,8 +386,12 @@ def _sink_content(spark: SparkSession, plan: Plan, flow: FlowPlan) -> DataFrame:
     output = flow.outputs[0]
     if output.kind == "memory" and output.output_mode == "update":
         raise ValueError("a memory sink in update mode keeps every version of a row")
-    batch = output_frame(flow_frames(spark, flow, plan.root, streaming=False), output)
-    return _normalise(output.sink.read_back(spark, servable(batch).schema))
+
+    def schema() -> StructType:
+        batch = output_frame(flow_frames(spark, flow, plan.root, streaming=False), output)
+        return servable(batch).schema
+
+    return _normalise(output.sink.read_back(spark, schema))
 
 
 def _normalise(frame: DataFrame) -> DataFrame:

@@ -13,6 +13,7 @@ from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import build_plan, describe_plan
 from streamsmith.runtime.start import start_queries
+from waiting import wait_for
 
 SPEC = {
     "name": "ticks",
@@ -36,10 +37,10 @@ def test_a_rate_source_feeds_a_flow(spark: SparkSession, tmp_path: Path) -> None
     assert "source ticks: rate (rowsPerSecond=50)" in describe_plan(plan)
     assert [output.kind for output in plan.outputs] == ["memory"]  # nothing to quarantine
     queries = start_queries(spark, plan)
-    try:
-        for _ in range(3):
-            for _, query in queries:
-                query.processAllAvailable()
+    try:  # rows appear as time passes: wait for a few batches' worth
+        wait_for(lambda: spark.table("even_ticks").count() >= 10, "ten even ticks", every_s=1)
+        for _, query in queries:
+            query.processAllAvailable()
         values = sorted(row.value for row in spark.table("even_ticks").collect())
     finally:
         for _, query in queries:

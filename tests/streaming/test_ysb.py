@@ -163,7 +163,7 @@ def check_late_events_always_on(
     # Side queries at the flow's 1-second pace: at the default 5 s, one late-events batch
     # could span on-time input and the late events, and it then reads all of it.
     spec = load_spec(
-        app.default_spec, ["side_interval=1s"], overrides=overrides, storage_root=str(root)
+        app.default_spec, sets=["side_interval=1s"], overrides=overrides, storage_root=str(root)
     )
     stop = threading.Event()
     pipeline = threading.Thread(

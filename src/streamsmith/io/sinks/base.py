@@ -159,9 +159,10 @@ class Sink(ABC):
         shutil.rmtree(path)
         return [str(path)]
 
-    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
-        """The sink's current content as a batch frame with ``schema``'s columns, for
-        tests (``streamsmith.testing``)."""
+    def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
+        """The sink's current content as a batch frame, for tests (``streamsmith.testing``);
+        ``schema()`` gives the columns a sink that keeps no schema of its own (a database
+        table) is read with (computing it plans a batch run, so only such sinks call it)."""
         raise ValueError(f"the {self.format} sink of flow {self.context.flow} cannot be read back")
 
 
@@ -203,5 +204,5 @@ class LakeBackedSink(Sink):
     def describe(self) -> str:
         return f"parquet {self.lake_path}"
 
-    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
+    def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return read_table(spark, self.lake_path)

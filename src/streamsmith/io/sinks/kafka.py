@@ -7,6 +7,7 @@ Spark's JVM connector writes when it is on the classpath, streamsmith's otherwis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -104,7 +105,7 @@ class KafkaTopicSink(Sink):
         """Topics are left alone: consumers may read them (delete them with Kafka's tools)."""
         return []
 
-    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
+    def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         """The topic as its current value per key (the newest record), keys and values
         as strings."""
         options = {**self.settings, "subscribe": self.target, "startingOffsets": "earliest"}

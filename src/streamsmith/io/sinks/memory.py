@@ -7,6 +7,7 @@ checkpoint and rebuilds the table from the source.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from typing import ClassVar
 
 from pydantic import Field
@@ -58,7 +59,7 @@ class MemoryTableSink(Sink):
             .start()
         )
 
-    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
+    def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return spark.table(self.target)
 
 

@@ -8,6 +8,7 @@ server (``streamsmith db start``); the DSN is a secret, resolved only when a que
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import ClassVar
 
@@ -103,9 +104,10 @@ class PostgresTableSink(Sink):
         reset_target(target)
         return [f"postgres table {target.schema}.{target.table}"]
 
-    def read_back(self, spark: SparkSession, schema: StructType) -> DataFrame:
-        rows = read_target(self.table("append"), schema.fieldNames())
-        return spark.createDataFrame(rows, schema)
+    def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
+        columns = schema()
+        rows = read_target(self.table("append"), columns.fieldNames())
+        return spark.createDataFrame(rows, columns)
 
 
 SINK = PostgresTableSink

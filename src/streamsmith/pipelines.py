@@ -164,6 +164,7 @@ def _flow(
         record_schema=schema,
         event_time=_event_time(rule),
         stateful=rule is not None and rule.window is not None,
+        from_spec=True,
     )
 
 

@@ -142,3 +142,15 @@ def test_ddl_schemas_parse_without_spark() -> None:
     for bad, message in mistakes.items():
         with pytest.raises(DDLError, match=message):
             parse_schema(bad)
+
+
+def test_a_reference_app_refuses_code_keys_it_would_ignore(tmp_path: Path) -> None:
+    from streamsmith.apps import get_app
+    from streamsmith.config import load_spec
+
+    app = get_app("actions")
+    lateness = ["flows.action_counts.event_time.column=time",
+                "flows.action_counts.event_time.lateness=1 day"]  # fmt: skip
+    spec = load_spec(app.default_spec, sets=lateness, storage_root=str(tmp_path))
+    with pytest.raises(UserError, match="remove flows.action_counts.event_time"):
+        build_plan(app, spec)

@@ -72,6 +72,9 @@ class FlowDefinition:
     stream's timers would close later: the edge decides, the transform never asks
     whether its input is a stream. ``expectations`` are rules the flow's records should
     meet (see ``streamsmith.transforms.expectations``); the spec may add more.
+    ``from_spec``: the spec names the flow's code and event time (a pipeline of your own,
+    ``streamsmith.pipelines``), so ``flows.<flow>.transform``, ``sql`` and ``event_time``
+    are read; a reference app's code fixes them.
     """
 
     name: str
@@ -88,6 +91,7 @@ class FlowDefinition:
     record_late: bool = True
     batch_arguments: Mapping[str, Any] = field(default_factory=dict)
     expectations: tuple[Expectation, ...] = ()
+    from_spec: bool = False
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         flow = spec.flows[definition.name]
         if not flow.enabled:
             continue
+        _check_code_keys(app.name, definition, flow)
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
         context = SinkContext(spec, app.name, definition.name)
         sink = build_sink(flow.sink.format, flow.sink.settings, context)
@@ -267,6 +268,20 @@ def _streams(
         )
         for stream in definition.streams
     )
+
+
+def _check_code_keys(app: str, definition: FlowDefinition, flow: FlowSpec) -> None:
+    """A reference app's code fixes its flows' transforms and event time: the spec keys
+    that name them would be ignored, so they are errors."""
+    if definition.from_spec:
+        return
+    given = [key for key in ("transform", "sql", "event_time") if getattr(flow, key) is not None]
+    if given:
+        keys = ", ".join(f"flows.{definition.name}.{key}" for key in given)
+        raise UserError(
+            f"app {app!r} sets its flows' code and event time itself: remove {keys} (a "
+            "pipeline of your own names them: see `streamsmith init`)"
+        )
 
 
 def _expectations(

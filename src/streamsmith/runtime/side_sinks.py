@@ -16,7 +16,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.io.lake import start_table_stream
 from streamsmith.io.sinks.base import (
     LakeBackedSink,
     LakeTableOptions,
@@ -84,14 +83,7 @@ class QuarantineSink(_SideSink):
                 facts=FlowFacts(spark, main.spark_name),
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
-        return start_table_stream(
-            frame,
-            name=query.name,
-            path=self.lake_path,
-            checkpoint=query.checkpoint,
-            trigger=query.trigger,
-            partition_by=self.partition_by,
-        )
+        return self.start_file_sink(frame, query)  # side queries run in append mode
 
 
 class LateEventsSink(_SideSink):

@@ -29,7 +29,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamsmith.config import PipelineSpec, StrictModel, Trigger
-from streamsmith.io.lake import read_table, start_foreach_batch, table_path
+from streamsmith.io.lake import read_table, start_foreach_batch, start_table_stream, table_path
 
 OutputMode = Literal["append", "update", "complete"]
 ALL_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
@@ -206,3 +206,16 @@ class LakeBackedSink(Sink):
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return read_table(spark, self.lake_path)
+
+    def start_file_sink(self, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        """``query`` appending ``frame`` to the table through Spark's file sink, whose
+        commit log makes each batch exactly once."""
+        return start_table_stream(
+            frame,
+            name=query.name,
+            path=self.lake_path,
+            checkpoint=query.checkpoint,
+            trigger=query.trigger,
+            partition_by=self.partition_by,
+            output_mode=query.output_mode,
+        )

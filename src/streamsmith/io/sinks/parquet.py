@@ -11,7 +11,6 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.io.lake import start_table_stream
 from streamsmith.io.sinks.base import LakeBackedSink, LakeTableOptions, QueryArgs, UpgradeRules
 
 
@@ -36,15 +35,7 @@ class ParquetSink(LakeBackedSink):
         return self.options.partition_by
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
-        return start_table_stream(
-            frame,
-            name=query.name,
-            path=self.lake_path,
-            checkpoint=query.checkpoint,
-            trigger=query.trigger,
-            partition_by=self.partition_by,
-            output_mode=query.output_mode,
-        )
+        return self.start_file_sink(frame, query)
 
 
 SINK = ParquetSink

@@ -74,6 +74,19 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
+_SPARK_UNITS = {0.001: "millisecond", 1.0: "second", 60.0: "minute", 3600.0: "hour", 86400.0: "day"}
+
+
+def spark_duration(text: str) -> str:
+    """``text`` (any spelling :func:`parse_duration` reads: ``10s``, ``2h``, ``1 day``) as
+    an interval Spark reads in ``withWatermark`` and ``window``: ``10 seconds``..."""
+    parse_duration(text)
+    match = _DURATION.match(text.lower())
+    assert match is not None  # parse_duration accepted it
+    number, unit = match.group(1), _SPARK_UNITS[_DURATION_UNITS[match.group(2)]]
+    return f"{number} {unit}" + ("" if float(number) == 1 else "s")
+
+
 @dataclass(frozen=True)
 class Trigger:
     """When a streaming query runs its micro-batches.
@@ -412,26 +425,23 @@ class EventTimeSpec(StrictModel):
 
     ``column`` holds the event time; ``lateness`` is how late an event may arrive and
     still count (the watermark delay); ``window`` (with ``slide`` for sliding windows)
-    gives the flow's input a ``window`` column to group by.
+    gives the flow's input a ``window`` column to group by; ``gap`` closes the sessions of
+    a flow that keeps sessions. A flow whose code declares its event time takes these as
+    overrides: set only what changes, e.g. ``--set flows.f.event_time.lateness=2h``.
     """
 
-    column: str
-    lateness: str
-    window: str | None = None
-    slide: str | None = None
+    column: str | None = None
+    lateness: str | None = Field(default=None, description="watermark delay, e.g. 10 minutes")
+    window: str | None = Field(default=None, description="window size, e.g. 1 hour")
+    slide: str | None = Field(default=None, description="step of sliding windows")
+    gap: str | None = Field(default=None, description="inactivity that closes a session")
 
-    @field_validator("lateness", "window", "slide")
+    @field_validator("lateness", "window", "slide", "gap")
     @classmethod
     def _valid_duration(cls, value: str | None) -> str | None:
         if value is not None:
             parse_duration(value)
         return value
-
-    @model_validator(mode="after")
-    def _slide_needs_window(self) -> EventTimeSpec:
-        if self.slide is not None and self.window is None:
-            raise ValueError("slide is the step of sliding windows: set window as well")
-        return self
 
 
 ExpectAction = Literal["warn", "drop", "quarantine", "fail"]

@@ -11,6 +11,7 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from streamsmith.errors import UserError
@@ -30,18 +31,7 @@ def load_callable(
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise UserError(f"{where}: {reference!r} must look like package.module:function")
-    for folder in reversed(search):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise UserError(
-                f"{where}: no module {module_name!r} (looked in {_places(search)}); check "
-                "the name or install the package"
-            ) from None
-        raise
+    module = load_module(module_name, where, search=search)
     found: Any = module
     for part in attribute.split("."):
         if not hasattr(found, part):
@@ -56,6 +46,23 @@ def load_callable(
     except ValueError:  # a builtin without a signature: trust it
         pass
     return found  # type: ignore[no-any-return]
+
+
+def load_module(module_name: str, where: str, *, search: Sequence[Path] = ()) -> ModuleType:
+    """The module ``module_name``, ``search`` folders tried first; a missing module is a
+    UserError naming ``where`` and the places looked in."""
+    for folder in reversed(search):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise UserError(
+                f"{where}: no module {module_name!r} (looked in {_places(search)}); check "
+                "the name or install the package"
+            ) from None
+        raise
 
 
 def _places(search: Sequence[Path]) -> str:

@@ -26,21 +26,21 @@ import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from streamsmith.config import EventTimeSpec, FlowSpec, PipelineSpec, load_spec
+from streamsmith.config import FlowSpec, PipelineSpec, load_spec
 from streamsmith.errors import UserError
-from streamsmith.loading import load_callable
-from streamsmith.runtime.app import App, EventTime, FlowDefinition, Transform
+from streamsmith.loading import load_callable, load_module
+from streamsmith.runtime.app import App, FlowDefinition, Transform
 from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
-from streamsmith.transforms.events import parse_events, window_column
+from streamsmith.transforms.events import parse_events
 
 SPEC_FILE = "streamsmith.yml"
-WINDOW = "window"
 
 
 def find_spec(target: str | None) -> Path | None:
-    """The spec file ``target`` names: a YAML file, a folder holding ``streamsmith.yml``,
-    or with no target ``./streamsmith.yml``; None when ``target`` is an app's name."""
+    """The spec file ``target`` names: a YAML file, a Python file declaring a
+    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
+    ``./streamsmith.yml``; None when ``target`` is an app's name."""
     if target is None:
         default = Path(SPEC_FILE)
         if not default.is_file():
@@ -54,9 +54,11 @@ def find_spec(target: str | None) -> Path | None:
         if not (path / SPEC_FILE).is_file():
             raise UserError(f"folder {path} holds no {SPEC_FILE}")
         return (path / SPEC_FILE).resolve()
-    if path.suffix in (".yml", ".yaml"):
+    if path.suffix in (".yml", ".yaml", ".py"):
         if not path.is_file():
-            raise UserError(f"spec file {path} does not exist")
+            raise UserError(
+                f"{'pipeline' if path.suffix == '.py' else 'spec'} file {path} does not exist"
+            )
         return path.resolve()
     return None
 
@@ -69,10 +71,21 @@ def load_pipeline(
     overrides: Mapping[str, Any] | None = None,
     storage_root: str | None = None,
 ) -> tuple[App, PipelineSpec]:
-    """The pipeline the spec file ``path`` declares, with further files and ``--set``
-    values layered over it. A relative ``storage_root`` in the file is taken from the
-    file's folder, so the pipeline runs the same from anywhere."""
+    """The pipeline the spec file ``path`` declares (or the Python file, its
+    :class:`~streamsmith.Pipeline`), with further files and ``--set`` values layered over
+    it. A relative ``storage_root`` in the file is taken from the file's folder, so the
+    pipeline runs the same from anywhere."""
     folder = path.parent
+    if path.suffix == ".py":
+        app = python_pipeline(path)
+        spec = load_spec(
+            {**app.default_spec, "storage_root": str(folder / "streamsmith-data")},
+            files,
+            sets,
+            overrides=overrides,
+            storage_root=storage_root,
+        )
+        return app, spec
     spec = load_spec(
         {"storage_root": str(folder / "streamsmith-data")},
         [path, *files],
@@ -86,13 +99,28 @@ def load_pipeline(
     return pipeline_app(spec, folder, str(path), document), spec
 
 
+def python_pipeline(path: Path) -> App:
+    """The one :class:`~streamsmith.Pipeline` the Python file ``path`` declares, imported
+    as a module from its folder (so its functions are importable by name)."""
+    from streamsmith.api import Pipeline
+
+    module = load_module(path.stem, f"pipeline file {path}", search=(path.parent,))
+    found = [value for value in vars(module).values() if isinstance(value, Pipeline)]
+    if len(found) != 1:
+        raise UserError(
+            f"pipeline file {path} declares {len(found)} streamsmith.Pipeline objects: "
+            "declare exactly one (pipeline = streamsmith.Pipeline(...))"
+        )
+    return found[0].app
+
+
 def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping[str, Any]) -> App:
     """An App whose flows run the code the spec names (see the module docstring)."""
     # A source's records are parsed once for all its flows, which so see the same events:
     # a record lacking any of their event-time columns is quarantined for all of them.
     times: dict[str, list[str]] = {}
     for flow in spec.flows.values():
-        if flow.event_time is not None:
+        if flow.event_time is not None and flow.event_time.column is not None:
             times.setdefault(flow.source, []).append(flow.event_time.column)
     parsers: dict[str, Transform | None] = {}
     flows = []
@@ -129,9 +157,10 @@ def _flow(
             f'sources.{flow.source}.schema, e.g. "user string, ts timestamp"'
         )
     rule = flow.event_time
-    if rule is not None and schema is not None and rule.column not in schema.fieldNames():
+    column = rule.column if rule is not None else None
+    if column is not None and schema is not None and column not in schema.fieldNames():
         raise UserError(
-            f"{where}.event_time.column: {rule.column!r} is not a field of source "
+            f"{where}.event_time.column: {column!r} is not a field of source "
             f"{flow.source!r} (its fields: {', '.join(schema.fieldNames())})"
         )
     required = (*source.required, *event_times)
@@ -159,11 +188,9 @@ def _flow(
             if schema is not None
             else None
         ),
-        transform=partial(_with_event_time, _reported(code, where, folder), rule),
+        transform=_reported(code, where, folder),
         description=flow.description or flow.transform or f"sql: {_one_line(flow.sql, 80)}",
         record_schema=schema,
-        event_time=_event_time(rule),
-        stateful=rule is not None and rule.window is not None,
         from_spec=True,
     )
 
@@ -187,12 +214,6 @@ def _record_schema(ddl: str | None, where: str) -> StructType | None:
         raise UserError(f"{where}: {exc}") from None
 
 
-def _event_time(rule: EventTimeSpec | None) -> EventTime | None:
-    if rule is None:
-        return None
-    return EventTime(rule.column, rule.lateness, rule.window, rule.slide)
-
-
 def _reported(code: Transform, where: str, folder: Path) -> Transform:
     """``code``, whose exceptions while the flow is built fail the run naming the flow,
     with the traceback of the user's own files (not streamsmith's or Spark's)."""
@@ -212,18 +233,6 @@ def _reported(code: Transform, where: str, folder: Path) -> Transform:
             ) from exc
 
     return call
-
-
-def _with_event_time(
-    code: Transform, rule: EventTimeSpec | None, events: DataFrame, **inputs: Any
-) -> DataFrame:
-    """The events as the flow's code sees them: watermarked by the declared lateness,
-    with the declared window as a ``window`` column."""
-    if rule is not None:
-        events = events.withWatermark(rule.column, rule.lateness)
-        if rule.window is not None:
-            events = events.withColumn(WINDOW, window_column(rule.column, rule.window, rule.slide))
-    return code(events, **inputs)
 
 
 def _run_sql(query: str, view: str, events: DataFrame, **_inputs: Any) -> DataFrame:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from streamsmith.errors import UserError
 
-# Where each template goes in the project.
+# Where each template goes in the project, for input from files...
 _LAYOUT = {
     "streamsmith.yml": "streamsmith.yml",
     "pipeline.py": "pipeline.py.tmpl",
@@ -24,15 +24,28 @@ _LAYOUT = {
     ".gitignore": "gitignore",
     "README.md": "README.md",
 }
+# ... and from a Kafka topic: the sample is produced to it, the tests start a broker.
+_KAFKA_LAYOUT = {
+    **{k: v for k, v in _LAYOUT.items() if not k.startswith("data/")},
+    "streamsmith.yml": "streamsmith.kafka.yml",
+    "sample/clicks.jsonl": "sample.jsonl",
+    "tests/conftest.py": "conftest.kafka.py.tmpl",
+    "tests/test_pipeline.py": "test_pipeline.kafka.py.tmpl",
+    "README.md": "README.kafka.md",
+}
+SOURCES = {"files": _LAYOUT, "kafka": _KAFKA_LAYOUT}
 
 
-def init_project(folder: Path) -> list[Path]:
-    """Write the project into ``folder`` (new, or empty); returns the files written."""
+def init_project(folder: Path, source: str = "files") -> list[Path]:
+    """Write the project reading ``source`` (files or kafka) into ``folder`` (new, or
+    empty); returns the files written."""
+    if source not in SOURCES:
+        raise UserError(f"--source {source!r}: choose one of {', '.join(SOURCES)}")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UserError(f"{folder} exists and is not an empty folder: choose a new one")
     templates = files("streamsmith") / "templates" / "init"
     written = []
-    for target, template in _LAYOUT.items():
+    for target, template in SOURCES[source].items():
         path = folder / target
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text((templates / template).read_text(encoding="utf-8"), encoding="utf-8")

@@ -29,7 +29,8 @@ Use it from pytest with a SparkSession (shuffle partitions 2 keep it quick)::
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
@@ -56,6 +57,7 @@ __all__ = [
     "FlowResult",
     "IntegrityReport",
     "check_prefix_integrity",
+    "local_broker",
     "local_session",
     "random_chunks",
 ]
@@ -122,6 +124,16 @@ def local_session(cores: int = 2, name: str = "streamsmith-tests") -> SparkSessi
         "spark.sql.session.timeZone": "UTC",
     }
     return build_session(SparkSpec(master=f"local[{cores}]", conf=conf), name)
+
+
+@contextmanager
+def local_broker(folder: Path) -> Iterator[str]:
+    """A Kafka-protocol broker for tests (Tansu, in memory, on 127.0.0.1, its log in
+    ``folder``): yields its bootstrap servers, and stops it on exit."""
+    from streamsmith.io.kafka.broker import start_broker
+
+    with start_broker(folder) as broker:
+        yield broker.bootstrap
 
 
 def random_chunks(
@@ -417,7 +429,7 @@ def _closed_windows(frames: FlowFrames, rule: EventTime, expected: DataFrame) ->
     latest = row[0] if row else None
     if not isinstance(latest, datetime):
         return expected.limit(0)
-    watermark_us = int((latest.timestamp() - parse_duration(rule.delay)) * 1_000_000)
+    watermark_us = int((latest.timestamp() - parse_duration(rule.lateness)) * 1_000_000)
     return expected.where(F.unix_micros(WINDOW_END) <= F.lit(watermark_us))
 
 

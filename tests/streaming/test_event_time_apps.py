@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from streamsmith.cli import cli
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.actions import actions_data
 from streamsmith.generate.activity import activity_data
-from streamsmith.generate.events import EventData, Knobs
+from streamsmith.generate.events import EventData, Knobs, Rule
 from streamsmith.generate.logs import entry_level_and_time, logs_data
 from streamsmith.generate.signals import signals_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
@@ -165,6 +165,53 @@ def test_actions_never_count_closes_ahead_of_opens(runner_for: Any, pg_dsn: str)
 
     counts = rows(pg_dsn, "SELECT action, window_start, count FROM action_counts")
     assert {(a, w): n for a, w, n in counts} == expected_windows(data, "action")
+
+
+def test_actions_lateness_comes_from_the_spec(
+    spark: SparkSession, tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same events under an hour's and the default day's lateness: the hour drops
+    exactly the events its late table records, the day counts them all."""
+    monkeypatch.setenv("STREAMSMITH_PG_DSN", pg_dsn)
+    hour = Rule(delay=timedelta(hours=1), window=timedelta(hours=1))
+    data = actions_data(
+        phones=6, sessions=120, chunks=5, seed=8, knobs=Knobs(late=0.1, too_late=0.1), rule=hour
+    )
+    assert data.label_counts["too_late"] >= 5
+    app = get_app("actions")
+    counts = {}
+    for lateness in ("1 hour", "1 day"):
+        table = f"counts_{lateness.split()[1]}"
+        sets = [
+            f"flows.action_counts.event_time.lateness={lateness}",
+            f"flows.action_counts.sink.table={table}",
+            "flows.action_counts_sliding.enabled=false",
+        ]
+        spec = load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path / table))
+        runner = ChunkRunner(spark, build_plan(app, spec, Trigger("interval", 0.0)))
+        try:
+            for chunk in data.chunks:
+                runner.send(chunk)
+        finally:
+            runner.stop()
+        found = rows(pg_dsn, f"SELECT action, window_start, count FROM {table}")
+        counts[lateness] = Counter({(a, w): n for a, w, n in found})
+
+    assert counts["1 hour"] == Counter(expected_windows(data, "action"))
+    every_event = Counter(
+        (str(item.record["action"]), item.time.replace(minute=0, second=0, microsecond=0))
+        for item in data.delivered
+        if item.record is not None and item.time is not None
+    )
+    assert counts["1 day"] == every_event
+    late = read_table(spark, table_path(tmp_path / "counts_hour", "counts_hour_late")).collect()
+    assert len(late) == data.label_counts["too_late"]
+    late_windows = Counter(
+        (r.action, r.time.replace(minute=0, second=0, microsecond=0, tzinfo=UTC)) for r in late
+    )
+    assert counts["1 day"] - counts["1 hour"] == late_windows
+    late_day = table_path(tmp_path / "counts_day", "counts_day_late")
+    assert not late_day.exists() or read_table(spark, late_day).count() == 0
 
 
 def test_activity_from_kafka_parses_values_and_reconciles(

@@ -8,6 +8,7 @@ the same input. ``make test-deep`` raises the number of splits (STREAMSMITH_SPLI
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from streamsmith.apps import get_app
 from streamsmith.generate.actions import actions_data
 from streamsmith.generate.activity import activity_data
 from streamsmith.generate.cloudtrail import generate_cloudtrail
-from streamsmith.generate.events import Knobs
+from streamsmith.generate.events import Knobs, Rule
 from streamsmith.generate.logs import logs_data
 from streamsmith.generate.nest import nest_data
 from streamsmith.generate.secops import secops_data
@@ -28,6 +29,7 @@ from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 from streamsmith.testing import check_prefix_integrity
 
 SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "5"))
+ACTION_FLOWS = ("action_counts", "action_counts_sliding")
 
 
 @pytest.fixture
@@ -58,10 +60,14 @@ def test_signals_flows_equal_the_batch_result_for_every_split(
 def test_actions_counts_equal_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path, postgres_env: str
 ) -> None:
-    data = actions_data(phones=10, sessions=150, chunks=6, seed=6, knobs=KNOBS)
+    # An hour of lateness instead of the app's day, so some events come too late.
+    hour = Rule(delay=timedelta(hours=1), window=timedelta(hours=1))
+    data = actions_data(phones=10, sessions=150, chunks=6, seed=6, knobs=KNOBS, rule=hour)
+    assert data.label_counts["late"]
+    sets = [f"flows.{flow}.event_time.lateness=1 hour" for flow in ACTION_FLOWS]
 
     report = check_prefix_integrity(
-        spark, get_app("actions"), data.lines, root=tmp_path, splits=SPLITS, seed=2
+        spark, get_app("actions"), data.lines, root=tmp_path, splits=SPLITS, seed=2, sets=sets
     )
 
     report.assert_ok()

@@ -20,6 +20,7 @@ from pyspark.sql.types import (
 
 from streamsmith.errors import UserError
 from streamsmith.pipelines import find_spec, load_pipeline
+from streamsmith.runtime.app import EventTime
 from streamsmith.runtime.plan import build_plan, describe_plan
 from streamsmith.schemas.ddl import DDLError, parse_schema
 
@@ -74,8 +75,10 @@ def test_a_spec_names_its_code_schema_and_event_time(project: Path) -> None:
         "ts",
         "ms",
     ]
-    assert flow.event_time is not None and flow.event_time.delay == "5 minutes" and flow.stateful
-    text = describe_plan(build_plan(app, pipeline))
+    plan = build_plan(app, pipeline)
+    rule = plan.flows[0].definition.event_time  # the spec's rule, resolved by the plan
+    assert rule == EventTime("ts", "5 minutes", "1 minute") and plan.flows[0].definition.stateful
+    text = describe_plan(plan)
     assert "event time: ts watermark 5 minutes, windows 1 minute" in text
     assert "expect fast: ms < 1000 (on failure: drop)" in text
     assert "expect known: user IS NOT NULL (on failure: warn)" in text
@@ -144,13 +147,51 @@ def test_ddl_schemas_parse_without_spark() -> None:
             parse_schema(bad)
 
 
-def test_a_reference_app_refuses_code_keys_it_would_ignore(tmp_path: Path) -> None:
+def test_a_reference_app_takes_its_event_time_from_the_spec_but_not_its_code(
+    tmp_path: Path,
+) -> None:
     from streamsmith.apps import get_app
     from streamsmith.config import load_spec
 
     app = get_app("actions")
-    lateness = ["flows.action_counts.event_time.column=time",
-                "flows.action_counts.event_time.lateness=1 day"]  # fmt: skip
-    spec = load_spec(app.default_spec, sets=lateness, storage_root=str(tmp_path))
-    with pytest.raises(UserError, match="remove flows.action_counts.event_time"):
-        build_plan(app, spec)
+    default = build_plan(app, load_spec(app.default_spec, storage_root=str(tmp_path)))
+    assert default.flows[0].definition.event_time == EventTime("time", "1 day", "1 hour")
+    sets = ["flows.action_counts.event_time.lateness=2h",
+            "flows.action_counts_sliding.event_time.slide=10 minutes"]  # fmt: skip
+    plan = build_plan(app, load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path)))
+    rules = {flow.name: flow.definition.event_time for flow in plan.flows}
+    assert rules == {
+        "action_counts": EventTime("time", "2 hours", "1 hour"),
+        "action_counts_sliding": EventTime("time", "1 day", "1 hour", "10 minutes"),
+    }
+    assert "event time: time watermark 2 hours, windows 1 hour" in describe_plan(plan)
+    for bad, message in (
+        ("flows.action_counts.event_time.lateness=soon", "invalid duration 'soon'"),
+        ("flows.action_counts.event_time.gap=1m", "gap is read by a flow that keeps sessions"),
+        ("flows.action_counts.transform=mine:f", "remove flows.action_counts.transform"),
+    ):
+        with pytest.raises(UserError, match=message):
+            build_plan(app, load_spec(app.default_spec, sets=[bad], storage_root=str(tmp_path)))
+
+
+def test_init_writes_a_project_for_files_or_kafka(tmp_path: Path) -> None:
+    from streamsmith.scaffold import init_project
+
+    files = {p.relative_to(tmp_path / "f").as_posix() for p in init_project(tmp_path / "f")}
+    kafka = init_project(tmp_path / "k", "kafka")
+    assert "data/input/clicks/sample.jsonl" in files and "pipeline.py" in files
+    assert {p.relative_to(tmp_path / "k").as_posix() for p in kafka} == (
+        files - {"data/input/clicks/sample.jsonl"} | {"sample/clicks.jsonl"}
+    )
+    for project in ("f", "k"):  # each spec plans without Spark
+        app, pipeline = load_pipeline(tmp_path / project / "streamsmith.yml")
+        sys.modules.pop("pipeline", None)  # each project's own module
+        text = describe_plan(build_plan(app, pipeline))
+        assert "flow clicks_per_minute: pipeline:clicks_per_window" in text
+    spec = yaml.safe_load((tmp_path / "k/streamsmith.yml").read_text())
+    assert spec["sources"]["clicks"]["format"] == "kafka"
+    assert "local_broker" in (tmp_path / "k/tests/conftest.py").read_text()
+    with pytest.raises(UserError, match="is not an empty folder"):
+        init_project(tmp_path / "k")
+    with pytest.raises(UserError, match="choose one of files, kafka"):
+        init_project(tmp_path / "n", "s3")

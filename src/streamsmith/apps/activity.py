@@ -15,9 +15,9 @@ the ones ``user_counts_late`` records (same input, same watermark).
 
 from __future__ import annotations
 
-from functools import partial
+from pyspark.sql import DataFrame
 
-from streamsmith.runtime.app import App, EventTime, FlowDefinition
+from streamsmith.api import EventTime, Pipeline
 from streamsmith.schemas.activity import ACTIVITY_SCHEMA
 from streamsmith.transforms.activity import (
     EVENT_TIME,
@@ -26,68 +26,65 @@ from streamsmith.transforms.activity import (
     deduplicated_counts,
 )
 
-DELAY = "5 seconds"
+LATENESS = "5 seconds"
 SESSION_GAP = "30 seconds"
+RULE = EventTime(EVENT_TIME, LATENESS)
 
-DEFAULT_SPEC = {
-    "app": "activity",
-    "trigger": "interval=10s",
-    "sources": {"activity": {"format": "jsonl", "path": "input/activity"}},
-    "flows": {
-        "user_counts": {
-            "source": "activity",
-            "sink": {"format": "postgres", "table": "user_counts", "output_mode": "complete"},
-        },
-        "deduplicated": {
-            "source": "activity",
-            "sink": {"format": "memory", "table": "deduplicated", "output_mode": "complete"},
-        },
-        "sessions": {
-            "source": "activity",
-            "sink": {"table": "activity_sessions"},
-        },
-    },
-}
-
-_counts = partial(deduplicated_counts, delay=DELAY)
-
-APP = App(
-    name="activity",
+pipeline = Pipeline(
+    "activity",
     description="user activity deduplicated on (User, event_time) and counted per user",
-    flows=(
-        FlowDefinition(
-            name="user_counts",
-            prepare=activity_events,
-            transform=_counts,
-            description=f"dropDuplicates(User, event_time) with a {DELAY} watermark, per user",
-            record_schema=ACTIVITY_SCHEMA,
-            event_time=EventTime(EVENT_TIME, DELAY),
-            stateful=True,
-        ),
-        FlowDefinition(
-            name="deduplicated",
-            prepare=activity_events,
-            transform=_counts,
-            description="the same counts as the memory table of the seed's example",
-            record_schema=ACTIVITY_SCHEMA,
-            quarantine=False,
-            event_time=EventTime(EVENT_TIME, DELAY),
-            stateful=True,
-            record_late=False,
-        ),
-        FlowDefinition(
-            name="sessions",
-            prepare=activity_events,
-            transform=partial(activity_sessions, gap=SESSION_GAP, delay=DELAY),
-            description=f"sessions of one activity per user, closed after a {SESSION_GAP} "
-            "gap (transformWithStateInPandas, event-time timers)",
-            record_schema=ACTIVITY_SCHEMA,
-            quarantine=False,
-            event_time=EventTime(EVENT_TIME, DELAY),
-            record_late=False,
-            batch_arguments={"close_at_end": True},
-        ),
-    ),
-    default_spec=DEFAULT_SPEC,
+    sources={"activity": {"format": "jsonl", "path": "input/activity"}},
+    trigger="interval=10s",
     input_hint="e.g. `streamsmith generate activity --to {path}`",
 )
+
+
+@pipeline.flow(
+    source="activity",
+    sink={"format": "postgres", "table": "user_counts", "output_mode": "complete"},
+    parse=activity_events,
+    schema=ACTIVITY_SCHEMA,
+    event_time=RULE,
+    stateful=True,
+    description=f"dropDuplicates(User, event_time) with a {LATENESS} watermark, per user",
+)
+def user_counts(events: DataFrame, event_time: EventTime) -> DataFrame:
+    return deduplicated_counts(events, delay=event_time.lateness)
+
+
+@pipeline.flow(
+    source="activity",
+    sink={"format": "memory", "table": "deduplicated", "output_mode": "complete"},
+    parse=activity_events,
+    schema=ACTIVITY_SCHEMA,
+    event_time=RULE,
+    stateful=True,
+    quarantine=False,
+    record_late=False,
+    description="the same counts as the memory table of the seed's example",
+)
+def deduplicated(events: DataFrame, event_time: EventTime) -> DataFrame:
+    return deduplicated_counts(events, delay=event_time.lateness)
+
+
+@pipeline.flow(
+    source="activity",
+    sink={"table": "activity_sessions"},
+    parse=activity_events,
+    schema=ACTIVITY_SCHEMA,
+    event_time=EventTime(EVENT_TIME, LATENESS, gap=SESSION_GAP),
+    stateful=False,  # the processor appends each session once, when it closes
+    quarantine=False,
+    record_late=False,
+    batch_arguments={"close_at_end": True},
+    description=f"sessions of one activity per user, closed after a {SESSION_GAP} gap "
+    "(transformWithStateInPandas, event-time timers)",
+)
+def sessions(events: DataFrame, event_time: EventTime, close_at_end: bool = False) -> DataFrame:
+    assert event_time.gap is not None  # declared above; the spec may only change it
+    return activity_sessions(
+        events, gap=event_time.gap, delay=event_time.lateness, close_at_end=close_at_end
+    )
+
+
+APP = pipeline.app

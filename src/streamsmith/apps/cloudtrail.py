@@ -11,13 +11,13 @@ the seed's backlog-plus-live recipe.
 
 from __future__ import annotations
 
-from streamsmith.runtime.app import App, FlowDefinition
+from streamsmith.api import Pipeline
 from streamsmith.transforms.cloudtrail import cloudtrail_events
 
-DEFAULT_SPEC = {
-    "app": "cloudtrail",
-    "trigger": "interval=10s",
-    "sources": {
+pipeline = Pipeline(
+    "cloudtrail",
+    description="CloudTrail log files to a date-partitioned Parquet table",
+    sources={
         "cloudtrail_logs": {
             "format": "json",
             "path": "input/cloudtrail",
@@ -26,26 +26,17 @@ DEFAULT_SPEC = {
             "latest_first": False,
         }
     },
-    "flows": {
-        "cloudtrail_events": {
-            "source": "cloudtrail_logs",
-            "sink": {"table": "cloudtrail_events", "partition_by": ["date"]},
-        }
-    },
-}
-
-APP = App(
-    name="cloudtrail",
-    description="CloudTrail log files to a date-partitioned Parquet table",
-    flows=(
-        FlowDefinition(
-            name="cloudtrail_events",
-            transform=cloudtrail_events,
-            description=(
-                "explode Records, parse eventTime, flatten identity; bad input to quarantine"
-            ),
-        ),
-    ),
-    default_spec=DEFAULT_SPEC,
+    trigger="interval=10s",
     input_hint="e.g. `streamsmith generate cloudtrail --out {path}`",
 )
+
+# The transform parses and tags each record itself (bad input to quarantine).
+pipeline.flow(
+    cloudtrail_events,
+    source="cloudtrail_logs",
+    sink={"table": "cloudtrail_events", "partition_by": ["date"]},
+    description="explode Records, parse eventTime, flatten identity; bad input to quarantine",
+)
+
+APP = pipeline.app
+DEFAULT_SPEC = APP.default_spec

@@ -17,39 +17,33 @@ Retries older than the watermark are recorded in ``service_logs_late``, so
 
 from __future__ import annotations
 
-from functools import partial
+from pyspark.sql import DataFrame
 
-from streamsmith.runtime.app import App, EventTime, FlowDefinition
+from streamsmith.api import EventTime, Pipeline
 from streamsmith.schemas.logs import ENVELOPE_SCHEMA
 from streamsmith.transforms.logs import EVENT_TIME, curated_logs, log_entries
 
-DELAY = "10 minutes"
+LATENESS = "10 minutes"
 
-DEFAULT_SPEC = {
-    "app": "logs",
-    "trigger": "interval=10s",
-    "sources": {"logs": {"format": "jsonl", "path": "input/logs"}},
-    "flows": {
-        "service_logs": {
-            "source": "logs",
-            "sink": {"table": "service_logs", "partition_by": ["date"]},
-        },
-    },
-}
-
-APP = App(
-    name="logs",
+pipeline = Pipeline(
+    "logs",
     description="collector envelopes deduplicated and structured (JSON or log4j) by date",
-    flows=(
-        FlowDefinition(
-            name="service_logs",
-            prepare=log_entries,
-            transform=partial(curated_logs, delay=DELAY),
-            description=f"dedup on collector (id, seq) with a {DELAY} watermark; parse entries",
-            record_schema=ENVELOPE_SCHEMA,
-            event_time=EventTime(EVENT_TIME, DELAY),
-        ),
-    ),
-    default_spec=DEFAULT_SPEC,
+    sources={"logs": {"format": "jsonl", "path": "input/logs"}},
+    trigger="interval=10s",
     input_hint="e.g. `streamsmith generate logs --to {path}`",
 )
+
+
+@pipeline.flow(
+    source="logs",
+    sink={"table": "service_logs", "partition_by": ["date"]},
+    parse=log_entries,
+    schema=ENVELOPE_SCHEMA,
+    event_time=EventTime(EVENT_TIME, LATENESS),
+    description=f"dedup on collector (id, seq) with a {LATENESS} watermark; parse entries",
+)
+def service_logs(envelopes: DataFrame, event_time: EventTime) -> DataFrame:
+    return curated_logs(envelopes, delay=event_time.lateness)
+
+
+APP = pipeline.app

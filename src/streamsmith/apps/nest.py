@@ -17,20 +17,19 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamsmith.api import Pipeline
 from streamsmith.config import PipelineSpec
 from streamsmith.io.sources.kafka import read_kafka
-from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.transforms.nest import hourly_sightings_by_zip, latest_counts, nest_camera_events
 
 LOGS_TOPIC = "nest-logs"
 STATS_TOPIC = "nest-camera-stats"
 DEFAULT_SERVERS = "127.0.0.1:9092"
 
-DEFAULT_SPEC = {
-    "app": "nest",
-    "trigger": "interval=10s",
-    "kafka": {"bootstrap_servers": DEFAULT_SERVERS},
-    "sources": {
+pipeline = Pipeline(
+    "nest",
+    description="Nest camera snapshots from Kafka: archive and hourly sightings per zip code",
+    sources={
         "nest_logs": {
             "format": "kafka",
             "options": {
@@ -44,44 +43,33 @@ DEFAULT_SPEC = {
             "options": {"subscribe": STATS_TOPIC, "startingOffsets": "earliest"},
         },
     },
-    "flows": {
-        "camera_events": {
-            "source": "nest_logs",
-            "sink": {"table": "camera_events", "partition_by": ["date"]},
-        },
-        "camera_stats": {
-            "source": "nest_logs",
-            "sink": {"format": "kafka", "topic": STATS_TOPIC, "output_mode": "update"},
-        },
-    },
-}
+    trigger="interval=10s",
+    spec={"kafka": {"bootstrap_servers": DEFAULT_SERVERS}},
+    input_hint="e.g. `streamsmith generate nest --to kafka://127.0.0.1:9092/nest-logs`",
+)
+
+pipeline.flow(
+    nest_camera_events,
+    name="camera_events",
+    source="nest_logs",
+    sink={"table": "camera_events", "partition_by": ["date"]},
+    description="explode devices.cameras, archive every camera record",
+)
 
 
+@pipeline.flow(
+    source="nest_logs",
+    sink={"format": "kafka", "topic": STATS_TOPIC, "output_mode": "update"},
+    lookups=("device_locations",),
+    quarantine=False,  # the same snapshots are quarantined by camera_events
+    description="person sightings x device_locations, counted per zip and hour",
+)
 def camera_stats(records: DataFrame, device_locations: DataFrame) -> DataFrame:
     """Flow ``camera_stats``: hourly person sightings per zip code, for Kafka."""
     return hourly_sightings_by_zip(records, device_locations)
 
 
-APP = App(
-    name="nest",
-    description="Nest camera snapshots from Kafka: archive and hourly sightings per zip code",
-    flows=(
-        FlowDefinition(
-            name="camera_events",
-            transform=nest_camera_events,
-            description="explode devices.cameras, archive every camera record",
-        ),
-        FlowDefinition(
-            name="camera_stats",
-            transform=camera_stats,
-            description="person sightings x device_locations, counted per zip and hour",
-            quarantine=False,  # the same snapshots are quarantined by camera_events
-            lookups=("device_locations",),
-        ),
-    ),
-    default_spec=DEFAULT_SPEC,
-    input_hint="e.g. `streamsmith generate nest --to kafka://127.0.0.1:9092/nest-logs`",
-)
+APP = pipeline.app
 
 
 def sightings_report(spark: SparkSession, spec: PipelineSpec, min_count: int) -> DataFrame:

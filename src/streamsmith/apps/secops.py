@@ -19,12 +19,13 @@ are left out of attribution and detection (Spark counts them in the query's prog
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from functools import partial
+from collections.abc import Callable
 from typing import Any
 
+from pyspark.sql import DataFrame
+
+from streamsmith.api import EventTime, Pipeline, Stream
 from streamsmith.ml.anomaly import MODEL_NAME
-from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput, Transform
 from streamsmith.schemas.security import ALERT_SCHEMA, AUTH_SCHEMA, DHCP_SCHEMA, FLOW_SCHEMA
 from streamsmith.transforms.secops import (
     EVENT_TIME,
@@ -39,148 +40,147 @@ from streamsmith.transforms.secops import (
     security_alerts,
 )
 
-DELAY = "5 minutes"
+LATENESS = "5 minutes"
 THRESHOLD, WINDOW, COOLDOWN = 10, "5 minutes", "30 minutes"
 SILENCE = "25 minutes"
+RULE = EventTime(EVENT_TIME, LATENESS)
+DHCP = Stream("dhcp", dhcp_events, DHCP_SCHEMA)
+LoginFlow = Callable[..., DataFrame]
 
-DEFAULT_SPEC = {
-    "app": "secops",
-    "trigger": "interval=10s",
-    "sources": {
+pipeline = Pipeline(
+    "secops",
+    description="security logs structured, attributed to devices and owners, and alerted on",
+    sources={
         "auth": {"format": "jsonl", "path": "input/secops/auth"},
         "dhcp": {"format": "jsonl", "path": "input/secops/dhcp"},
         "flows": {"format": "jsonl", "path": "input/secops/flows"},
         "alert_stream": {"format": "parquet", "path": "tables/alerts"},
     },
-    "flows": {
-        "auth_logs": {"source": "auth", "sink": {"table": "auth_logs", "partition_by": ["date"]}},
-        "dhcp_logs": {"source": "dhcp", "sink": {"table": "dhcp_logs", "partition_by": ["date"]}},
-        "flow_logs": {"source": "flows", "sink": {"table": "flow_logs", "partition_by": ["date"]}},
-        "auth_devices": {
-            "source": "auth",
-            "streams": {"dhcp": "dhcp"},
-            "sink": {"table": "auth_devices", "partition_by": ["date"]},
-        },
-        "leases": {"source": "dhcp", "sink": {"table": "leases"}},
-        "alerts": {
-            "source": "auth",
-            "streams": {"dhcp": "dhcp", "flows": "flows"},
-            "sink": {"table": "alerts"},
-        },
-        "alert_topic": {
-            "source": "alert_stream",
-            "enabled": False,
-            "sink": {"format": "kafka", "topic": "alerts"},
-        },
-        "alert_webhook": {
-            "source": "alert_stream",
-            "enabled": False,
-            "sink": {"format": "webhook", "table": "alert_webhook_undelivered"},
-        },
-    },
-}
+    trigger="interval=10s",
+    input_hint="e.g. `streamsmith generate secops`",
+)
 
-
-def _joined(
-    name: str,
-    transform: Transform,
-    description: str,
-    *extra: StreamInput,
-    models: tuple[str, ...] = (),
-    batch_arguments: Mapping[str, Any] | None = None,
-) -> FlowDefinition:
-    """A flow over logins with the DHCP stream (and ``extra`` streams) and the inventory
-    beside them."""
-    return FlowDefinition(
+for name, source, parse, schema, kind in (
+    ("auth_logs", "auth", auth_events, AUTH_SCHEMA, "authentication logs"),
+    ("dhcp_logs", "dhcp", dhcp_events, DHCP_SCHEMA, "DHCP logs"),
+    ("flow_logs", "flows", flow_events, FLOW_SCHEMA, "network flow records"),
+):
+    pipeline.flow(
+        dated,
         name=name,
-        prepare=auth_events,
-        transform=transform,
-        description=description,
-        record_schema=AUTH_SCHEMA,
-        quarantine=False,  # the auth_logs flow quarantines bad logins
-        lookups=("assets",),
-        streams=(StreamInput("dhcp", dhcp_events, DHCP_SCHEMA), *extra),
-        models=models,
-        event_time=EventTime(EVENT_TIME, DELAY),
-        stateful=True,
-        record_late=False,
-        batch_arguments=batch_arguments or {},
+        source=source,
+        sink={"table": name, "partition_by": ["date"]},
+        parse=parse,
+        schema=schema,
+        description=f"{kind}, typed, by date",
     )
 
 
-APP = App(
-    name="secops",
-    description="security logs structured, attributed to devices and owners, and alerted on",
-    flows=(
-        FlowDefinition(
-            name="auth_logs",
-            prepare=auth_events,
-            transform=dated,
-            description="authentication logs, typed, by date",
-            record_schema=AUTH_SCHEMA,
-        ),
-        FlowDefinition(
-            name="dhcp_logs",
-            prepare=dhcp_events,
-            transform=dated,
-            description="DHCP logs, typed, by date",
-            record_schema=DHCP_SCHEMA,
-        ),
-        FlowDefinition(
-            name="flow_logs",
-            prepare=flow_events,
-            transform=dated,
-            description="network flow records, typed, by date",
-            record_schema=FLOW_SCHEMA,
-        ),
-        FlowDefinition(
-            name="leases",
-            prepare=dhcp_events,
-            transform=partial(lease_history, delay=DELAY),
-            batch_arguments={"close_at_end": True},
-            description="DHCP leases per IP, closed by release, expiry (a timer) or reassignment",
-            record_schema=DHCP_SCHEMA,
-            quarantine=False,  # the dhcp_logs flow quarantines bad DHCP records
-            event_time=EventTime(EVENT_TIME, DELAY),
-            stateful=True,
-            record_late=False,
-        ),
-        _joined(
-            "auth_devices",
-            partial(attributed_logins, delay=DELAY),
-            "logins x DHCP leases (stream-stream, lease-bounded) x assets",
-        ),
-        _joined(
-            "alerts",
-            partial(
-                security_alerts,
-                delay=DELAY,
-                threshold=THRESHOLD,
-                window=WINDOW,
-                cooldown=COOLDOWN,
-                silence=SILENCE,
-            ),
-            f"brute force (>= {THRESHOLD} failures in {WINDOW}, {COOLDOWN} cooldown), "
-            f"new and silent ({SILENCE}) devices, anomalous hosts (model {MODEL_NAME})",
-            StreamInput("flows", flow_events, FLOW_SCHEMA),
-            models=(MODEL_NAME,),
-            batch_arguments={"close_at_end": True},
-        ),
-        FlowDefinition(
-            name="alert_topic",
-            transform=alert_messages,
-            description="new rows of the alerts table to Kafka, keyed by alert_id",
-            record_schema=ALERT_SCHEMA,
-            quarantine=False,
-        ),
-        FlowDefinition(
-            name="alert_webhook",
-            transform=alert_rows,
-            description="new rows of the alerts table POSTed to a webhook",
-            record_schema=ALERT_SCHEMA,
-            quarantine=False,
-        ),
-    ),
-    default_spec=DEFAULT_SPEC,
-    input_hint="e.g. `streamsmith generate secops`",
+@pipeline.flow(
+    source="dhcp",
+    sink={"table": "leases"},
+    parse=dhcp_events,
+    schema=DHCP_SCHEMA,
+    event_time=RULE,
+    stateful=True,
+    quarantine=False,  # the dhcp_logs flow quarantines bad DHCP records
+    record_late=False,
+    batch_arguments={"close_at_end": True},
+    description="DHCP leases per IP, closed by release, expiry (a timer) or reassignment",
 )
+def leases(dhcp: DataFrame, event_time: EventTime, close_at_end: bool = False) -> DataFrame:
+    return lease_history(dhcp, event_time.lateness, close_at_end=close_at_end)
+
+
+def _over_logins(
+    sink: dict[str, Any],
+    streams: tuple[Stream, ...],
+    description: str,
+    **more: Any,
+) -> Callable[[LoginFlow], LoginFlow]:
+    """A flow over logins with the DHCP stream (and ``streams``) beside them and the
+    inventory (a lake table); the auth_logs flow quarantines bad logins for them."""
+    return pipeline.flow(
+        source="auth",
+        sink=sink,
+        parse=auth_events,
+        schema=AUTH_SCHEMA,
+        lookups=("assets",),
+        streams=streams,
+        event_time=RULE,
+        stateful=True,
+        quarantine=False,
+        record_late=False,
+        description=description,
+        **more,
+    )
+
+
+@_over_logins(
+    {"table": "auth_devices", "partition_by": ["date"]},
+    (DHCP,),
+    "logins x DHCP leases (stream-stream, lease-bounded) x assets",
+)
+def auth_devices(
+    auth: DataFrame, dhcp: DataFrame, assets: DataFrame, event_time: EventTime
+) -> DataFrame:
+    return attributed_logins(auth, dhcp, assets, delay=event_time.lateness)
+
+
+@_over_logins(
+    {"table": "alerts"},
+    (DHCP, Stream("flows", flow_events, FLOW_SCHEMA)),
+    f"brute force (>= {THRESHOLD} failures in {WINDOW}, {COOLDOWN} cooldown), "
+    f"new and silent ({SILENCE}) devices, anomalous hosts (model {MODEL_NAME})",
+    models=(MODEL_NAME,),
+    batch_arguments={"close_at_end": True},
+)
+def alerts(
+    auth: DataFrame,
+    dhcp: DataFrame,
+    assets: DataFrame,
+    flows: DataFrame,
+    models: dict[str, str],
+    event_time: EventTime,
+    close_at_end: bool = False,
+) -> DataFrame:
+    return security_alerts(
+        auth,
+        dhcp,
+        assets,
+        flows,
+        models,
+        delay=event_time.lateness,
+        threshold=THRESHOLD,
+        window=WINDOW,
+        cooldown=COOLDOWN,
+        silence=SILENCE,
+        close_at_end=close_at_end,
+    )
+
+
+# The alerts table read back as a stream, for delivery (off by default).
+pipeline.flow(
+    alert_messages,
+    name="alert_topic",
+    source="alert_stream",
+    sink={"format": "kafka", "topic": "alerts"},
+    schema=ALERT_SCHEMA,
+    parse=False,  # a lake table: its rows are read as they were written
+    quarantine=False,
+    enabled=False,
+    description="new rows of the alerts table to Kafka, keyed by alert_id",
+)
+pipeline.flow(
+    alert_rows,
+    name="alert_webhook",
+    source="alert_stream",
+    sink={"format": "webhook", "table": "alert_webhook_undelivered"},
+    schema=ALERT_SCHEMA,
+    parse=False,
+    quarantine=False,
+    enabled=False,
+    description="new rows of the alerts table POSTed to a webhook",
+)
+
+APP = pipeline.app

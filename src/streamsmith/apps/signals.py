@@ -14,95 +14,86 @@ and recorded in ``signal_windows_late``.
 
 from __future__ import annotations
 
-from functools import partial
+from pyspark.sql import DataFrame
 
-from streamsmith.runtime.app import App, EventTime, FlowDefinition
+from streamsmith.api import EventTime, Pipeline
 from streamsmith.schemas.iot import SIGNAL_SCHEMA
 from streamsmith.transforms.signals import TIME, device_averages, signal_events, windowed_signals
 
 WINDOW = "10 minutes"
 SLIDE = "5 minutes"
-DELAY = "10 minutes"
-RULE = EventTime(TIME, DELAY, WINDOW, SLIDE)
+LATENESS = "10 minutes"
+RULE = EventTime(TIME, LATENESS, WINDOW, SLIDE)
 
-DEFAULT_SPEC = {
-    "app": "signals",
-    "trigger": "interval=10s",
-    "sources": {"signals": {"format": "jsonl", "path": "input/signals"}},
-    "flows": {
-        "device_averages": {
-            "source": "signals",
-            "sink": {
-                "format": "postgres",
-                "table": "device_averages",
-                "key": ["deviceId"],
-                "output_mode": "update",
-            },
-        },
-        "signal_windows": {
-            "source": "signals",
-            "sink": {
-                "format": "postgres",
-                "table": "signal_windows",
-                "key": ["deviceId", "window_start", "window_end"],
-                "output_mode": "update",
-            },
-        },
-        "signal_windows_final": {
-            "source": "signals",
-            "sink": {"table": "signal_windows_final", "output_mode": "append"},
-        },
-        "signal_windows_live": {
-            "source": "signals",
-            "sink": {"format": "memory", "table": "signal_windows_live", "output_mode": "complete"},
-        },
+pipeline = Pipeline(
+    "signals",
+    description="IoT signals: running averages per device and sliding-window statistics",
+    sources={"signals": {"format": "jsonl", "path": "input/signals"}},
+    trigger="interval=10s",
+    input_hint="e.g. `streamsmith generate signals --to {path}`",
+)
+
+pipeline.flow(
+    device_averages,
+    source="signals",
+    sink={
+        "format": "postgres",
+        "table": "device_averages",
+        "key": ["deviceId"],
+        "output_mode": "update",
     },
-}
+    parse=signal_events,
+    schema=SIGNAL_SCHEMA,
+    stateful=True,
+    quarantine=False,  # the same events are quarantined by signal_windows
+    description="running count and average signal per device",
+)
 
-_windows = partial(windowed_signals, window=WINDOW, slide=SLIDE, delay=DELAY)
 
-
-def _windowed_flow(name: str, description: str, *, first: bool = False) -> FlowDefinition:
-    """One of the flows over the same windows; the first quarantines and records late
-    events for all of them, since they read the same events under the same rule."""
-    return FlowDefinition(
-        name=name,
-        prepare=signal_events,
-        transform=_windows,
-        description=description,
-        record_schema=SIGNAL_SCHEMA,
-        quarantine=first,
-        event_time=RULE,
-        stateful=True,
-        record_late=first,
+def signal_stats(events: DataFrame, event_time: EventTime) -> DataFrame:
+    """Count and average per device and window, under the flow's event-time rule."""
+    assert event_time.window is not None  # RULE declares one; the spec may only change it
+    return windowed_signals(
+        events, window=event_time.window, slide=event_time.slide, delay=event_time.lateness
     )
 
 
-APP = App(
-    name="signals",
-    description="IoT signals: running averages per device and sliding-window statistics",
-    flows=(
-        FlowDefinition(
-            name="device_averages",
-            prepare=signal_events,
-            transform=device_averages,
-            description="running count and average signal per device",
-            record_schema=SIGNAL_SCHEMA,
-            quarantine=False,  # the same events are quarantined by signal_windows
-            stateful=True,
-        ),
-        _windowed_flow(
-            "signal_windows",
-            f"count and average per device, {WINDOW} windows every {SLIDE}",
-            first=True,
-        ),
-        _windowed_flow(
-            "signal_windows_final", "the same windows, appended once the watermark closes them"
-        ),
-        _windowed_flow(
-            "signal_windows_live", "the same windows as an in-memory table for interactive SQL"
-        ),
+# Three flows over the same windows; the first quarantines and records late events for
+# all of them, since they read the same events under the same rule.
+for name, sink, description in (
+    (
+        "signal_windows",
+        {
+            "format": "postgres",
+            "table": "signal_windows",
+            "key": ["deviceId", "window_start", "window_end"],
+            "output_mode": "update",
+        },
+        f"count and average per device, {WINDOW} windows every {SLIDE}",
     ),
-    default_spec=DEFAULT_SPEC,
-    input_hint="e.g. `streamsmith generate signals --to {path}`",
-)
+    (
+        "signal_windows_final",
+        {"table": "signal_windows_final", "output_mode": "append"},
+        "the same windows, appended once the watermark closes them",
+    ),
+    (
+        "signal_windows_live",
+        {"format": "memory", "table": "signal_windows_live", "output_mode": "complete"},
+        "the same windows as an in-memory table for interactive SQL",
+    ),
+):
+    first = name == "signal_windows"
+    pipeline.flow(
+        signal_stats,
+        name=name,
+        source="signals",
+        sink=sink,
+        parse=signal_events,
+        schema=SIGNAL_SCHEMA,
+        event_time=RULE,
+        quarantine=first,
+        record_late=first,
+        description=description,
+    )
+
+APP = pipeline.app

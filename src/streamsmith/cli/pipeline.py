@@ -26,11 +26,13 @@ checkpoint_cli = typer.Typer(help="Inspect an app's checkpoints.", no_args_is_he
 
 
 def list_apps() -> None:
-    """List the reference applications."""
-    from streamsmith.apps import APPS
+    """List the reference applications and the pipelines installed packages expose."""
+    from streamsmith.apps import APPS, installed_pipelines
 
     for app in APPS.values():
         out.print(f"[bold]{app.name}[/bold]: {app.description}")
+    for app in installed_pipelines():
+        out.print(f"[bold]{app.name}[/bold]: {app.description} (installed pipeline)")
 
 
 def dry_run(

@@ -160,24 +160,57 @@ def cluster_status(root: Root = None) -> None:
         f"running apps; web UI {cluster.master.web_ui}")  # fmt: skip
 
 
+Bootstrap = Annotated[
+    str | None,
+    typer.Option("--bootstrap", help="Kafka servers (default: the embedded broker)."),
+]
+
+
+def servers(bootstrap: str | None, root: str | None) -> str:
+    """The Kafka servers given, else the embedded broker's under the storage root."""
+    from streamsmith.io.kafka.broker import broker_daemon_port, broker_home
+
+    if bootstrap is not None:
+        return bootstrap
+    port = broker_daemon_port(broker_home(storage_root(root)))
+    if port is None:
+        raise UserError("no embedded broker running: `streamsmith broker start` or --bootstrap")
+    return f"127.0.0.1:{port}"
+
+
 @topic_cli.command("create")
 def topic_create(
     name: str,
     partitions: Annotated[int, typer.Option("--partitions", min=1)] = 1,
-    bootstrap: Annotated[
-        str | None,
-        typer.Option("--bootstrap", help="Kafka servers (default: the embedded broker)."),
-    ] = None,
+    bootstrap: Bootstrap = None,
     root: Root = None,
 ) -> None:
     """Create a topic (an existing one is left as it is)."""
     from streamsmith.generate.deliver import Topic
-    from streamsmith.io.kafka.broker import broker_daemon_port, broker_home
 
-    if bootstrap is None:
-        port = broker_daemon_port(broker_home(storage_root(root)))
-        if port is None:
-            raise UserError("no embedded broker running: `streamsmith broker start` or --bootstrap")
-        bootstrap = f"127.0.0.1:{port}"
+    bootstrap = servers(bootstrap, root)
     created = Topic(bootstrap, name, partitions).create()
     say(f"{'created' if created else 'exists:'} topic {name} on {bootstrap}")
+
+
+@topic_cli.command("produce")
+def topic_produce(
+    name: str,
+    files: Annotated[list[Path], typer.Argument(help="Files whose lines become records.")],
+    bootstrap: Bootstrap = None,
+    root: Root = None,
+) -> None:
+    """Produce each non-empty line of the files as one record (no key), waiting for every
+    acknowledgement; the topic is created first if it does not exist."""
+    from streamsmith.generate import produce_all
+    from streamsmith.generate.deliver import Topic
+
+    bootstrap = servers(bootstrap, root)
+    lines = []
+    for path in files:
+        if not path.is_file():
+            raise UserError(f"no file {path} to produce")
+        lines += [line for line in path.read_bytes().splitlines() if line.strip()]
+    Topic(bootstrap, name, 1).create()
+    produced = produce_all(bootstrap, name, lines, [None] * len(lines))
+    say(f"produced {produced} records to topic {name} on {bootstrap}")

@@ -21,7 +21,8 @@ from streamsmith.generate.events import (
     utc_text,
 )
 
-RULE = Rule(delay=timedelta(hours=1), window=timedelta(hours=1))
+# The app's default: hourly windows, events up to a day late still counted.
+RULE = Rule(delay=timedelta(days=1), window=timedelta(hours=1))
 
 
 def actions_data(
@@ -33,8 +34,10 @@ def actions_data(
     knobs: Knobs | None = None,
     start: datetime = datetime(2026, 11, 20, 9, tzinfo=UTC),
     span: timedelta = timedelta(hours=6),
+    rule: Rule = RULE,
 ) -> EventData:
-    """``sessions`` open/close pairs of ``phones`` phones over ``span``."""
+    """``sessions`` open/close pairs of ``phones`` phones over ``span``, labelled for the
+    watermark ``rule`` (pass the lateness the app runs with)."""
     if phones < 1:
         raise ValueError(f"phones must be at least 1, got {phones}")
 
@@ -48,7 +51,7 @@ def actions_data(
 
     return generate_events(
         session,
-        RULE,
+        rule,
         groups=sessions,
         chunks=chunks,
         seed=seed,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from streamsmith.config import spark_duration
+from streamsmith.errors import UserError
 from streamsmith.transforms.expectations import Expectation
 
 Transform = Callable[..., DataFrame]
@@ -16,17 +19,37 @@ Transform = Callable[..., DataFrame]
 
 @dataclass(frozen=True)
 class EventTime:
-    """The event-time rule of a stateful flow, as its transform applies it.
+    """A flow's event time, declared once: the watermark, the windows and the
+    late-events table all follow it.
 
-    ``column`` carries the watermark, ``delay`` is how late data may be; ``window`` and
-    ``slide`` describe the windows the stateful operator groups by (none for dedup). The
-    runtime uses them to record the rows Spark drops as too late (``<table>_late``).
+    ``column`` holds the event time and carries the watermark; ``lateness`` is how late
+    an event may arrive and still count (the watermark delay). ``window`` (with
+    ``slide`` for sliding windows) gives the flow's events a ``window`` column to group
+    by; ``gap`` is the inactivity that closes a session, for a flow that keeps sessions
+    itself (a stateful processor reads it from ``event_time``). The code gives the
+    defaults; the spec's ``flows.<flow>.event_time`` overrides any of them.
     """
 
     column: str
-    delay: str
+    lateness: str
     window: str | None = None
     slide: str | None = None
+    gap: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("lateness", "window", "slide", "gap"):
+            value = getattr(self, name)
+            if value is not None:
+                try:  # as Spark reads it, whichever spelling was given (2h -> 2 hours)
+                    object.__setattr__(self, name, spark_duration(value))
+                except ValueError as exc:
+                    raise UserError(f"event time {name}: {exc}") from None
+        if self.slide is not None and self.window is None:
+            raise UserError("event time slide is the step of sliding windows: set window too")
+
+    def merged(self, **changes: str | None) -> EventTime:
+        """This rule with the given fields replaced (None leaves a field as it is)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 @dataclass(frozen=True)
@@ -92,6 +115,22 @@ class FlowDefinition:
     batch_arguments: Mapping[str, Any] = field(default_factory=dict)
     expectations: tuple[Expectation, ...] = ()
     from_spec: bool = False
+
+    @property
+    def applies_event_time(self) -> bool:
+        """Whether the transform takes the resolved rule (a parameter ``event_time``) and
+        applies it itself; otherwise the runtime watermarks and windows its events."""
+        return takes_parameter(self.transform, "event_time")
+
+
+def takes_parameter(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` has a parameter called ``name`` (``**kwargs`` does not count)."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature takes nothing by name
+        return False
+    parameter = parameters.get(name)
+    return parameter is not None and parameter.kind is not inspect.Parameter.VAR_KEYWORD
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ from pyspark.sql import functions as F
 
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, table_path
+from streamsmith.runtime.app import FlowDefinition
 from streamsmith.runtime.flow_batches import observe_flow
 from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
+from streamsmith.transforms.events import with_event_time
 from streamsmith.transforms.expectations import (
     Expectation,
     counted,
@@ -60,7 +62,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
         inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
     expectations = flow.expectations
     if definition.prepare is None:
-        output = definition.transform(source, **inputs)
+        output = _transformed(definition, source, inputs)
         if not expectations:
             return FlowFrames(output, None)
         if REJECT_REASON not in output.columns:  # nothing is rejected before the rules
@@ -83,7 +85,21 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
     main = observe_flow(main, late_time) if reported else main
     events = enforced(_accepted(main), expectations)
-    return FlowFrames(definition.transform(events, **inputs), tagged, expectations)
+    return FlowFrames(_transformed(definition, events, inputs), tagged, expectations)
+
+
+def _transformed(
+    definition: FlowDefinition, events: DataFrame, inputs: dict[str, Any]
+) -> DataFrame:
+    """The flow's code over its events. A transform that takes ``event_time`` gets the
+    flow's resolved rule and applies it itself; any other gets the events watermarked,
+    with the declared window as a ``window`` column (the edge applies the rule)."""
+    rule = definition.event_time
+    if definition.applies_event_time:
+        return definition.transform(events, event_time=rule, **inputs)
+    if rule is not None:
+        events = with_event_time(events, rule.column, rule.lateness, rule.window, rule.slide)
+    return definition.transform(events, **inputs)
 
 
 def _valid() -> Column:

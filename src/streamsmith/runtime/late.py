@@ -129,7 +129,7 @@ def start_late_stream(
         events = events.drop(SOURCE_FILE, POSITION)
     save_schema(path, late_schema(events.drop(SOURCE_FILE, POSITION).schema))
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
-    delay_us = int(parse_duration(rule.delay) * 1_000_000)
+    delay_us = int(parse_duration(rule.lateness) * 1_000_000)
     cover = (
         FlowCover(source, flow_checkpoint, checkpoint)
         if source is not None and flow_checkpoint is not None
@@ -267,4 +267,4 @@ def describe_rule(rule: EventTime) -> str:
         if rule.window
         else ""
     )
-    return f"{rule.column} watermark {rule.delay}{windows}"
+    return f"{rule.column} watermark {rule.lateness}{windows}"

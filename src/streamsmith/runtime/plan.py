@@ -28,7 +28,7 @@ from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
 from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
-from streamsmith.runtime.app import App, FlowDefinition, StreamInput
+from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.late import describe_rule, late_table
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
 from streamsmith.transforms.expectations import Expectation
@@ -166,6 +166,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 f"app {app.name!r} flow {definition.name!r} has no entry under 'flows' in "
                 "the spec; add one with its source and sink"
             )
+    app = replace(app, flows=tuple(_event_time(app.name, d, spec.flows[d.name]) for d in app.flows))
     for definition in _with_companions(app, spec):
         flow = spec.flows[definition.name]
         if not flow.enabled:
@@ -271,17 +272,45 @@ def _streams(
 
 
 def _check_code_keys(app: str, definition: FlowDefinition, flow: FlowSpec) -> None:
-    """A reference app's code fixes its flows' transforms and event time: the spec keys
-    that name them would be ignored, so they are errors."""
+    """A flow declared in code fixes its transform: the spec keys that would name
+    another would be ignored, so they are errors."""
     if definition.from_spec:
         return
-    given = [key for key in ("transform", "sql", "event_time") if getattr(flow, key) is not None]
+    given = [key for key in ("transform", "sql") if getattr(flow, key) is not None]
     if given:
         keys = ", ".join(f"flows.{definition.name}.{key}" for key in given)
         raise UserError(
-            f"app {app!r} sets its flows' code and event time itself: remove {keys} (a "
-            "pipeline of your own names them: see `streamsmith init`)"
+            f"app {app!r} declares its flows' code itself: remove {keys} (a pipeline whose "
+            "spec names its code: see `streamsmith init`)"
         )
+
+
+def _event_time(app: str, definition: FlowDefinition, flow: FlowSpec) -> FlowDefinition:
+    """The flow with its event time resolved: the code's rule, with whatever the spec's
+    ``flows.<flow>.event_time`` sets over it (the whole rule when the code has none).
+    A declared window makes the flow an aggregation."""
+    given = flow.event_time
+    if given is None:
+        return definition
+    where = f"flows.{definition.name}.event_time of app {app!r}"
+    values = given.model_dump(exclude_none=True)
+    try:
+        if definition.event_time is not None:
+            rule = definition.event_time.merged(**values)
+        else:
+            missing = [key for key in ("column", "lateness") if key not in values]
+            if missing:
+                raise UserError(f"set {' and '.join(missing)}: the flow's code declares none")
+            rule = EventTime(**values)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    if rule.gap is not None and not definition.applies_event_time:
+        raise UserError(
+            f"{where}: gap is read by a flow that keeps sessions itself (its transform takes "
+            "event_time); in a query, group by session_window(column, gap) instead"
+        )
+    stateful = definition.stateful or rule.window is not None
+    return replace(definition, event_time=rule, stateful=stateful)
 
 
 def _expectations(
@@ -408,7 +437,7 @@ def check_output_mode(
     if mode == "complete" and rule.window:
         return [
             f"{where} runs in complete mode: Spark keeps every window in state despite "
-            f"the {rule.delay} watermark, so state grows by one row per key and window"
+            f"the {rule.lateness} watermark, so state grows by one row per key and window"
         ]
     return []
 

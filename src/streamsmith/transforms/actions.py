@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamsmith.schemas.actions import ACTION_SCHEMA
-from streamsmith.transforms.events import flatten_window, parse_events, window_column
+from streamsmith.transforms.events import flatten_window, parse_events
 
 ACTIONS = ("open", "close")
 TIME = "time"
@@ -27,13 +27,7 @@ def action_events(source: DataFrame) -> DataFrame:
     )
 
 
-def action_counts(
-    events: DataFrame, window: str = "1 hour", slide: str | None = None, delay: str = "1 hour"
-) -> DataFrame:
-    """Events per action and window of ``time``: ``window_start, window_end, action, count``."""
-    counts = (
-        events.withWatermark(TIME, delay)
-        .groupBy(window_column(TIME, window, slide).alias("window"), "action")
-        .count()
-    )
-    return flatten_window(counts)
+def counts_per_window(events: DataFrame) -> DataFrame:
+    """Events per action and ``window`` (the flow's declared window, which the runtime
+    adds with the watermark): ``window_start, window_end, action, count``."""
+    return flatten_window(events.groupBy("window", "action").count())

@@ -54,6 +54,22 @@ def window_column(time: str, window: str, slide: str | None = None) -> Column:
     return F.window(time, window, slide) if slide else F.window(time, window)
 
 
+def with_event_time(
+    events: DataFrame,
+    column: str,
+    lateness: str,
+    window: str | None = None,
+    slide: str | None = None,
+) -> DataFrame:
+    """The events as a batch-like query over them sees them: watermarked by ``lateness``
+    on ``column`` and, when a window is declared, with that window as a ``window``
+    column to group by. The same frame, streaming or not (a batch ignores watermarks)."""
+    events = events.withWatermark(column, lateness)
+    if window is None:
+        return events
+    return events.withColumn("window", window_column(column, window, slide))
+
+
 def flatten_window(frame: DataFrame, column: str = "window") -> DataFrame:
     """Replace the ``window`` struct by ``window_start`` and ``window_end`` columns, which
     tables, keys and SQL users handle more easily than a struct."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
@@ -188,7 +189,7 @@ def _flow(
             if schema is not None
             else None
         ),
-        transform=_reported(code, where, folder),
+        transform=_reported(code, where if flow.sql is None else f"{where}.sql", folder),
         description=flow.description or flow.transform or f"sql: {_one_line(flow.sql, 80)}",
         record_schema=schema,
         from_spec=True,
@@ -215,12 +216,16 @@ def _record_schema(ddl: str | None, where: str) -> StructType | None:
 
 
 def _reported(code: Transform, where: str, folder: Path) -> Transform:
-    """``code``, whose exceptions while the flow is built fail the run naming the flow,
-    with the traceback of the user's own files (not streamsmith's or Spark's)."""
+    """``code``, whose exceptions while the flow is built fail the run naming the flow:
+    a mistake Spark's analyser finds (unknown column, SQL that does not parse) as one
+    line, like any spec mistake; anything else with the traceback of the user's own
+    files (not streamsmith's or Spark's)."""
 
     def call(events: DataFrame, **inputs: Any) -> DataFrame:
         try:
             return code(events, **inputs)
+        except (AnalysisException, ParseException) as exc:
+            raise UserError(f"{where}: {_first_line(str(exc))}") from None
         except Exception as exc:  # the user's code: any error is theirs to see
             frames = [
                 frame
@@ -233,6 +238,12 @@ def _reported(code: Transform, where: str, folder: Path) -> Transform:
             ) from exc
 
     return call
+
+
+def _first_line(message: str) -> str:
+    """Spark's message without the plan it appends (after the first line)."""
+    line = next((part.strip() for part in message.splitlines() if part.strip()), message)
+    return line.rstrip(";")
 
 
 def _run_sql(query: str, view: str, events: DataFrame, **_inputs: Any) -> DataFrame:

@@ -77,6 +77,17 @@ def test_spec_mistakes_are_one_line_naming_file_flow_and_fix(
     assert fragment in line and str(path) in line
 
 
+def test_sql_spark_cannot_analyse_fails_before_any_query_starts(tmp_path: Path) -> None:
+    query = "SELECT user, count(*) AS n FROM clicks GROUP BY usr"
+    path = project(tmp_path, spec(transform=None, sql=query))
+    result = streamsmith(tmp_path, "run", "--trigger", "available-now")
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {path}: flows.per_minute.sql: [UNRESOLVED_COLUMN")
+    assert "`usr`" in line and "Traceback" not in result.stderr
+    assert not (tmp_path / "data/tables/per_minute").exists()  # no query started
+
+
 def test_no_spec_here_says_how_to_start(tmp_path: Path) -> None:
     result = streamsmith(tmp_path, "run")
     assert result.returncode == 2

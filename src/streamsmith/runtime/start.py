@@ -55,9 +55,19 @@ def start_flow(
     return started
 
 
+def check_user_flows(spark: SparkSession, plan: Plan) -> None:
+    """Build the frames of every flow whose code the spec names (SQL, ``module:function``)
+    without starting anything, so a mistake Spark's analyser finds in it (an unknown
+    column or table, SQL that does not parse) fails the run before any query starts."""
+    for flow in plan.flows:
+        if flow.definition.from_spec:
+            flow_frames(spark, flow, plan.root, streaming=True)
+
+
 def start_queries(spark: SparkSession, plan: Plan) -> Started:
     """Start one named streaming query per output of every flow (unsupervised: tests and
     the harness drive them with ``processAllAvailable``)."""
+    check_user_flows(spark, plan)
     started: Started = []
     try:
         for flow in plan.flows:

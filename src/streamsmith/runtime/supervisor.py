@@ -33,7 +33,7 @@ from streamsmith.io.admission import FileLimits
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
-from streamsmith.runtime.start import Started, start_flow, stop_gracefully
+from streamsmith.runtime.start import Started, check_user_flows, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class Supervisor:
 
     def start_all(self) -> None:
         """Start every query; if one cannot start, stop those already started."""
+        check_user_flows(self.spark, self.plan)
         try:
             for flow in self.plan.flows:
                 if flow in self.waiting:

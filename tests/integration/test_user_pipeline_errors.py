@@ -88,6 +88,19 @@ def test_sql_spark_cannot_analyse_fails_before_any_query_starts(tmp_path: Path) 
     assert not (tmp_path / "data/tables/per_minute").exists()  # no query started
 
 
+def test_an_expectation_that_is_not_a_boolean_fails_before_any_query_starts(
+    tmp_path: Path,
+) -> None:
+    path = project(tmp_path, spec(expect={"recent": "ts"}))
+    result = streamsmith(tmp_path, "run", "--trigger", "available-now")
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert line == (
+        f"error: {path}: flows.per_minute: expectation recent ('ts') is a timestamp, not a "
+        "boolean: write a condition such as `amount > 0`"
+    )
+
+
 def test_no_spec_here_says_how_to_start(tmp_path: Path) -> None:
     result = streamsmith(tmp_path, "run")
     assert result.returncode == 2

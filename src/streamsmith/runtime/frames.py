@@ -23,6 +23,7 @@ from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
 from streamsmith.transforms.events import with_event_time
 from streamsmith.transforms.expectations import (
     Expectation,
+    check_expectations,
     counted,
     enforced,
     quarantine_failures,
@@ -65,6 +66,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
         output = _transformed(definition, source, inputs)
         if not expectations:
             return FlowFrames(output, None)
+        check_expectations(output, expectations)
         if REJECT_REASON not in output.columns:  # nothing is rejected before the rules
             output = output.withColumn(REJECT_REASON, F.lit(None).cast("string"))
         main = quarantine_failures(counted(output, expectations, _valid()), expectations)
@@ -74,6 +76,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
             expectations,
         )
     parsed = definition.prepare(source)
+    check_expectations(parsed, expectations)
     tagged = quarantine_failures(parsed, expectations)
     main = quarantine_failures(counted(parsed, expectations, _valid()), expectations)
     # The main query reports its rejects and oldest event time per batch, so the side

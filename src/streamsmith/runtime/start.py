@@ -14,10 +14,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.errors import UserError
 from streamsmith.io.sinks.base import QueryArgs
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.frames import flow_frames, query_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.transforms.expectations import ExpectationError
 
 Started = list[tuple[Output, StreamingQuery]]
 
@@ -57,11 +59,22 @@ def start_flow(
 
 def check_user_flows(spark: SparkSession, plan: Plan) -> None:
     """Build the frames of every flow whose code the spec names (SQL, ``module:function``)
-    without starting anything, so a mistake Spark's analyser finds in it (an unknown
-    column or table, SQL that does not parse) fails the run before any query starts."""
+    or that has expectations, without starting anything, so a mistake Spark's analyser
+    finds in them (an unknown column, SQL that does not parse, an expectation that is not
+    a boolean) fails the run before any query starts, naming the flow."""
     for flow in plan.flows:
-        if flow.definition.from_spec:
+        if not (flow.definition.from_spec or flow.expectations):
+            continue
+        try:
             flow_frames(spark, flow, plan.root, streaming=True)
+        except ExpectationError as exc:
+            key = ("flows", flow.name, "expect", exc.expectation.name)
+            origin = plan.spec.origin_of(key) if _in_spec(plan, key) else "its code"
+            raise UserError(f"{origin}: flows.{flow.name}: {exc}") from None
+
+
+def _in_spec(plan: Plan, key: tuple[str, ...]) -> bool:
+    return key[-1] in plan.spec.flows[key[1]].expect
 
 
 def start_queries(spark: SparkSession, plan: Plan) -> Started:

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
 
 from streamsmith.transforms.quarantine import REJECT_REASON, TAG_COLUMNS
 
@@ -42,6 +44,32 @@ class Expectation:
     @property
     def reason(self) -> str:
         return f"expectation {self.name} failed"
+
+
+class ExpectationError(ValueError):
+    """An expectation that cannot judge records: its SQL is not a boolean over them."""
+
+    def __init__(self, expectation: Expectation, problem: str) -> None:
+        super().__init__(f"expectation {expectation.name} ({expectation.sql!r}) {problem}")
+        self.expectation = expectation
+
+
+def check_expectations(frame: DataFrame, expectations: Sequence[Expectation]) -> None:
+    """Raise :class:`ExpectationError` for an expectation whose SQL does not analyse over
+    ``frame`` or is not a boolean (Spark would cast ``amount`` or ``'yes'`` to one and
+    judge something else than meant). Only the plan is analysed; nothing runs."""
+    for expectation in expectations:
+        try:
+            kind = frame.select(F.expr(expectation.sql).alias("judged")).schema[0].dataType
+        except (AnalysisException, ParseException) as exc:
+            first = next((line for line in str(exc).splitlines() if line.strip()), str(exc))
+            raise ExpectationError(expectation, f"cannot be judged: {first.rstrip(';')}") from None
+        if not isinstance(kind, BooleanType):
+            raise ExpectationError(
+                expectation,
+                f"is a {kind.simpleString()}, not a boolean: write a condition such as "
+                "`amount > 0`",
+            )
 
 
 def quarantine_failures(tagged: DataFrame, expectations: Sequence[Expectation]) -> DataFrame:

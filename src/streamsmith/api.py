@@ -74,8 +74,8 @@ class Expect:
 class Pipeline:
     """A pipeline: its name, sources and flows, and the spec it runs with by default.
 
-    ``sources`` maps each source's name to its spec (``format``, ``path`` or ``topic``,
-    ``schema`` ...), ``trigger`` is the default trigger (``interval=10s``,
+    ``sources`` maps each source's name to its spec (``format``, ``path`` or Kafka
+    ``options``, ``schema`` ...), ``trigger`` is the default trigger (``interval=10s``,
     ``available-now``), ``spec`` any further spec keys (``kafka``, ``side_interval``,
     ...). Flows are added by :meth:`flow`; :attr:`app` is what the runtime runs.
     """

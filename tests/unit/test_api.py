@@ -132,3 +132,15 @@ def test_the_package_loads_the_api_on_first_use_only() -> None:
     assert {ss.EventTime, ss.Expect, ss.Stream, ss.Sink} and set(ss.__all__) >= {"Pipeline"}
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = ss.nothing  # type: ignore[attr-defined]
+
+
+def test_a_function_that_cannot_take_its_inputs_is_refused_at_plan_time(tmp_path: Path) -> None:
+    pipeline = ss.Pipeline("p", sources={"s": {"format": "jsonl", "path": "in"}})
+
+    @pipeline.flow(source="s", sink={"table": "t"}, lookups=("assets",))
+    def joined(events: DataFrame) -> DataFrame:  # forgot the lookup
+        return events
+
+    spec = load_spec(pipeline.app.default_spec, storage_root=str(tmp_path))
+    with pytest.raises(UserError, match="must take the events and, by keyword, assets"):
+        build_plan(pipeline.app, spec)

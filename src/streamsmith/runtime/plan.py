@@ -6,6 +6,7 @@ Planning touches neither Spark nor data, so ``dry-run`` and every check a user c
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -172,6 +173,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         if not flow.enabled:
             continue
         _check_code_keys(app.name, definition, flow)
+        _check_signature(app.name, definition)
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
         context = SinkContext(spec, app.name, definition.name)
         sink = build_sink(flow.sink.format, flow.sink.settings, context)
@@ -283,6 +285,27 @@ def _check_code_keys(app: str, definition: FlowDefinition, flow: FlowSpec) -> No
             f"app {app!r} declares its flows' code itself: remove {keys} (a pipeline whose "
             "spec names its code: see `streamsmith init`)"
         )
+
+
+def _check_signature(app: str, definition: FlowDefinition) -> None:
+    """The flow's function takes its events and the keyword arguments the runtime will
+    pass (lookups, streams, models, event time; batch arguments in backfills)."""
+    given = [*definition.lookups, *(stream.name for stream in definition.streams)]
+    given += ["models"] * bool(definition.models) + ["event_time"] * definition.applies_event_time
+    try:
+        signature = inspect.signature(definition.transform)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return
+    for extra in ({}, definition.batch_arguments):
+        try:
+            signature.bind(None, **dict.fromkeys(given), **extra)
+        except TypeError as exc:
+            takes = ", ".join([*given, *extra]) or "nothing else"
+            raise UserError(
+                f"flow {definition.name!r} of app {app!r}: its function "
+                f"{getattr(definition.transform, '__qualname__', definition.transform)!r} "
+                f"must take the events and, by keyword, {takes}: {exc}"
+            ) from None
 
 
 def _event_time(app: str, definition: FlowDefinition, flow: FlowSpec) -> FlowDefinition:

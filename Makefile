@@ -50,9 +50,9 @@ test: setup browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
-# Prefix integrity with 50 random splits per reference app (make test runs 5).
+# Prefix integrity with 50 random splits per reference app (make test runs 3).
 test-deep: setup
 	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
 

@@ -23,6 +23,7 @@ from streamsmith.io.lake import register_lake_views
 pytestmark = pytest.mark.slow
 
 CHECKPOINT = Path("checkpoints/cloudtrail/cloudtrail_events")
+FILES = 12  # one per batch: the crash comes in the first ones, the restart does the rest
 ONE_FILE_PER_BATCH = ("--set", "sources.cloudtrail_logs.max_files_per_trigger=1")
 
 
@@ -36,11 +37,15 @@ def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     generated = generate_cloudtrail(
-        tmp_path / "input/cloudtrail", files=30, records_per_file=200, seed=3, corrupt_fraction=0.1
+        tmp_path / "input/cloudtrail",
+        files=FILES,
+        records_per_file=200,
+        seed=3,
+        corrupt_fraction=0.1,
     )
     process = start_pipeline(tmp_path, "--trigger", "interval=0s", *ONE_FILE_PER_BATCH)
     kill_mid_batch(process, tmp_path / CHECKPOINT)
-    assert len(batch_ids(tmp_path / CHECKPOINT / "commits")) < 30  # the crash left work to do
+    assert len(batch_ids(tmp_path / CHECKPOINT / "commits")) < FILES  # work left to do
 
     restarted = start_pipeline(tmp_path, "--trigger", "available-now", *ONE_FILE_PER_BATCH)
     _, stderr = restarted.communicate(timeout=600)
@@ -51,7 +56,7 @@ def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
     assert len(ids) == len(set(ids)), "an eventID landed twice"
     assert set(ids) == generated.valid_event_ids
     assert spark.table("cloudtrail_events_quarantine").count() == generated.quarantine_rows
-    assert batch_ids(tmp_path / CHECKPOINT / "commits") == set(range(30))
+    assert batch_ids(tmp_path / CHECKPOINT / "commits") == set(range(FILES))
 
 
 def test_sigterm_stops_after_the_current_batch(tmp_path: Path) -> None:

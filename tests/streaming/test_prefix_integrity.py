@@ -28,7 +28,7 @@ from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 from streamsmith.testing import check_prefix_integrity
 
-SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "5"))
+SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "3"))
 ACTION_FLOWS = ("action_counts", "action_counts_sliding")
 
 

@@ -155,9 +155,15 @@ ConfValue = str | int | float | bool
 class SparkSpec(StrictModel):
     """Where Spark runs and how it is tuned; see ``streamsmith.session``."""
 
-    master: str = "local[*]"
-    conf: dict[str, ConfValue] = Field(default_factory=dict)
-    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "WARN"
+    master: str = Field(
+        default="local[*]", description="local[N], spark://host:port, k8s://..., yarn"
+    )
+    conf: dict[str, ConfValue] = Field(
+        default_factory=dict, description="Spark settings, e.g. spark.sql.shuffle.partitions"
+    )
+    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = Field(
+        default="WARN", description="Spark's log level"
+    )
 
 
 FILE_FORMATS = ("json", "jsonl", "csv", "text", "parquet")
@@ -186,19 +192,29 @@ class SourceSpec(StrictModel):
     settings under ``options`` and checks them when the plan is built.
     """
 
-    format: str = Field(pattern=_IDENTIFIER)
+    format: str = Field(
+        pattern=_IDENTIFIER,
+        description="json, jsonl, csv, text, parquet, kafka, or a source plug-in (rate, ...)",
+    )
     path: str | None = Field(default=None, description="directory; relative to storage_root")
     glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
-    recursive: bool = True
-    max_files_per_trigger: int | None = Field(default=None, gt=0)
+    recursive: bool = Field(default=True, description="read files in subfolders too")
+    max_files_per_trigger: int | None = Field(
+        default=None, gt=0, description="the most files one micro-batch reads"
+    )
     min_files_per_trigger: int | None = Field(
         default=None,
         gt=0,
         description="with max_files_per_trigger: adaptive batches between the two",
     )
-    latest_first: bool = False
-    connector: Literal["auto", "jvm", "python"] = "auto"
-    options: dict[str, ConfValue] = Field(default_factory=dict)
+    latest_first: bool = Field(default=False, description="read the newest files first")
+    connector: Literal["auto", "jvm", "python"] = Field(
+        default="auto", description="Kafka: Spark's JVM connector, or streamsmith's Python one"
+    )
+    options: dict[str, ConfValue] = Field(
+        default_factory=dict,
+        description="Kafka options (see the Kafka option reference), or a plug-in's",
+    )
     record_schema: str | None = Field(
         default=None,
         alias="schema",
@@ -265,8 +281,12 @@ class SinkSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, str_strip_whitespace=True)
 
-    format: str = Field(default="parquet", pattern=_IDENTIFIER)
-    output_mode: OutputMode = "append"
+    format: str = Field(
+        default="parquet", pattern=_IDENTIFIER, description="see Sink formats below"
+    )
+    output_mode: OutputMode = Field(
+        default="append", description="append: new rows; update: changed rows; complete: all"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -304,16 +324,22 @@ class PostgresSpec(StrictModel):
     start``). The DSN is a secret: it is never printed, logged or shown by ``dry-run``.
     """
 
-    dsn: SecretStr | None = None
-    dsn_env: str = "STREAMSMITH_PG_DSN"
-    db_schema: str = Field(default="public", pattern=_IDENTIFIER)
+    dsn: SecretStr | None = Field(default=None, description="libpq DSN or URI (a secret)")
+    dsn_env: str = Field(
+        default="STREAMSMITH_PG_DSN", description="the environment variable holding the DSN"
+    )
+    db_schema: str = Field(
+        default="public", pattern=_IDENTIFIER, description="the schema tables are made in"
+    )
 
 
 class KafkaSpec(StrictModel):
     """The Kafka cluster that kafka sources and sinks use unless they set their own."""
 
-    bootstrap_servers: str | None = None
-    options: dict[str, ConfValue] = Field(default_factory=dict)
+    bootstrap_servers: str | None = Field(default=None, description="host:port[,host:port]")
+    options: dict[str, ConfValue] = Field(
+        default_factory=dict, description="librdkafka settings for every source and sink"
+    )
 
 
 class AlertRules(StrictModel):
@@ -355,8 +381,10 @@ class MonitorSpec(StrictModel):
     3 KB per batch and query, most of it Spark's full progress report).
     """
 
-    kafka_topic: str | None = None
-    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    kafka_topic: str | None = Field(default=None, description="also send events to this topic")
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1"
+    )
     retention: str = Field(default="14d", description="event logs older than this are deleted")
     alerts: AlertRules = Field(default_factory=AlertRules)
 
@@ -372,10 +400,12 @@ class SmtpSpec(StrictModel):
 
     host: str
     port: int = Field(default=25, gt=0, le=65535)
-    sender: str
+    sender: str = Field(description="the From address")
     recipients: tuple[str, ...] = Field(min_length=1)
     username: str | None = None
-    password_env: str | None = None
+    password_env: str | None = Field(
+        default=None, description="the environment variable holding the password"
+    )
     starttls: bool = False
 
 
@@ -390,11 +420,13 @@ class NotifySpec(StrictModel):
     never stops a query. The webhook URL is treated as a secret (it often holds a token).
     """
 
-    webhook: SecretStr | None = None
+    webhook: SecretStr | None = Field(default=None, description="URL to POST events to (a secret)")
     smtp: SmtpSpec | None = None
-    timeout: str = "5s"
-    retries: int = Field(default=3, ge=0)
-    events: tuple[NotifyEvent, ...] = ("failure", "restart", "gave_up", "alert")
+    timeout: str = Field(default="5s", description="the longest wait for one delivery")
+    retries: int = Field(default=3, ge=0, description="further attempts of a failed delivery")
+    events: tuple[NotifyEvent, ...] = Field(
+        default=("failure", "restart", "gave_up", "alert"), description="what is notified"
+    )
 
     @field_validator("timeout")
     @classmethod
@@ -408,9 +440,9 @@ class SupervisorSpec(StrictModel):
     (``backoff``, doubling up to ``max_backoff``), at most ``max_retries`` times in a row;
     then the run stops and exits non-zero. A batch that completes resets the count."""
 
-    max_retries: int = Field(default=3, ge=0)
-    backoff: str = "2s"
-    max_backoff: str = "1m"
+    max_retries: int = Field(default=3, ge=0, description="restarts in a row before giving up")
+    backoff: str = Field(default="2s", description="the wait before the first restart")
+    max_backoff: str = Field(default="1m", description="the longest wait between restarts")
 
     @field_validator("backoff", "max_backoff")
     @classmethod
@@ -430,7 +462,7 @@ class EventTimeSpec(StrictModel):
     overrides: set only what changes, e.g. ``--set flows.f.event_time.lateness=2h``.
     """
 
-    column: str | None = None
+    column: str | None = Field(default=None, description="the event-time column")
     lateness: str | None = Field(default=None, description="watermark delay, e.g. 10 minutes")
     window: str | None = Field(default=None, description="window size, e.g. 1 hour")
     slide: str | None = Field(default=None, description="step of sliding windows")
@@ -455,8 +487,8 @@ class ExpectationSpec(StrictModel):
     reason) or ``fail`` (stop the flow, naming the expectation and one such record).
     Every batch's passed and failed counts go to the event log, status and metrics."""
 
-    sql: str
-    action: ExpectAction = "warn"
+    sql: str = Field(description="a SQL boolean over the record")
+    action: ExpectAction = Field(default="warn", description="what a failing record does")
 
     @model_validator(mode="before")
     @classmethod
@@ -473,21 +505,21 @@ class FlowSpec(StrictModel):
     flow's ``event_time``.
     """
 
-    source: str
-    sink: SinkSpec
+    source: str = Field(description="the name of one of the spec's sources")
+    sink: SinkSpec = Field(description="where the output goes: format, output_mode and options")
     transform: str | None = Field(default=None, description="module:function")
     sql: str | None = Field(default=None, description="SELECT ... FROM <source>")
     event_time: EventTimeSpec | None = None
     expect: dict[str, ExpectationSpec] = Field(
         default_factory=dict, description='name: "SQL boolean", or name: {sql, action}'
     )
-    description: str = ""
+    description: str = Field(default="", description="shown by dry-run")
     streams: dict[str, str] = Field(
         default_factory=dict,
         description="the flow's further streaming inputs (stream-stream joins): input -> source",
     )
     trigger: str | None = Field(default=None, description="overrides the pipeline trigger")
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="false: the flow does not run")
 
     @field_validator("trigger")
     @classmethod
@@ -510,16 +542,29 @@ class PipelineSpec(StrictModel):
     """Everything one app run needs, apart from its code (a pipeline of your own names
     its code in its flows; its name may be given as ``name`` or ``app``)."""
 
-    app: str = Field(validation_alias=AliasChoices("app", "name"), pattern=_IDENTIFIER)
-    storage_root: str = DEFAULT_STORAGE_ROOT
-    trigger: str = "interval=10s"
+    app: str = Field(
+        validation_alias=AliasChoices("app", "name"),
+        pattern=_IDENTIFIER,
+        description="the pipeline's name (also `name`): checkpoints and events are kept by it",
+    )
+    storage_root: str = Field(
+        default=DEFAULT_STORAGE_ROOT,
+        description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root)",
+    )
+    trigger: str = Field(
+        default="interval=10s", description="available-now | once | interval=<duration>"
+    )
     # Always on, a flow's quarantine and late-events queries run at the flow's interval
     # or at this one, whichever is longer: they mostly skip their batches, and each
     # batch still costs planning and log writes that the flow's own batches wait for.
     # At interval=0s (as fast as possible: one batch per arrival, as the tests drive a
     # flow) they follow the flow.
-    side_interval: str = "5s"
-    graceful_stop_timeout: str = "60s"
+    side_interval: str = Field(
+        default="5s", description="the slowest interval of quarantine and late-events queries"
+    )
+    graceful_stop_timeout: str = Field(
+        default="60s", description="how long SIGTERM waits for the current batch"
+    )
     spark: SparkSpec = Field(default_factory=SparkSpec)
     kafka: KafkaSpec = Field(default_factory=KafkaSpec)
     postgres: PostgresSpec = Field(default_factory=PostgresSpec)

@@ -178,10 +178,6 @@ def check_prefix_integrity(
     """
     chosen = list(flows or (flow.name for flow in app.flows))
     report = IntegrityReport(app.name)
-    # Every split reads the same records, so the batch result is the same for all: one
-    # backfill per flow serves every split (files only: a Kafka split reads its own
-    # topic, whose name may show in the output).
-    expected: dict[str, DataFrame] | None = {} if bootstrap is None else None
     for index in range(splits):
         split_seed = seed * 1000 + index
         chunks = random_chunks(records, random.Random(split_seed), max_chunks)
@@ -189,7 +185,7 @@ def check_prefix_integrity(
         plan = _plan(app, chosen, split_root, index, sets, _kafka_topics(app, index, bootstrap))
         if prepare_root is not None:
             prepare_root(split_root)
-        report.results.extend(_run_split(spark, plan, chunks, split_seed, restart_every, expected))
+        report.results.extend(_run_split(spark, plan, chunks, split_seed, restart_every))
     return report
 
 
@@ -275,7 +271,6 @@ def _run_split(
     chunks: Sequence[Sequence[bytes]],
     split_seed: int,
     restart_every: int | None,
-    expected: dict[str, DataFrame] | None = None,
 ) -> list[FlowResult]:
     with ChunkRunner(spark, plan) as runner:
         for number, chunk in enumerate(chunks):
@@ -283,18 +278,20 @@ def _run_split(
             if restart_every and (number + 1) % restart_every == 0 and number + 1 < len(chunks):
                 runner.restart()
         streamed = {flow.name: _sink_content(spark, plan, flow) for flow in plan.flows}
-        results = []
-        for flow in plan.flows:
-            if expected is None or flow.name not in expected:
-                batch = _batch_result(spark, plan, flow)
-                if expected is not None:
-                    expected[flow.name] = batch
-            else:
-                batch = expected[flow.name]
-            results.append(
-                _compare(spark, plan, flow, streamed[flow.name], batch, chunks, split_seed)
+        # Each split has its own input files, whose paths some outputs hold: a batch
+        # result per split.
+        return [
+            _compare(
+                spark,
+                plan,
+                flow,
+                streamed[flow.name],
+                _batch_result(spark, plan, flow),
+                chunks,
+                split_seed,
             )
-        return results
+            for flow in plan.flows
+        ]
 
 
 def _batch_result(spark: SparkSession, plan: Plan, flow: FlowPlan) -> DataFrame:

@@ -5,12 +5,9 @@ block gives; then the results each step promises."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +15,9 @@ from pathlib import Path
 import psycopg
 import pyarrow.parquet as pq
 import pytest
+from tutorials import run, steps
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/first-pipeline.md"
-FENCE = re.compile(r"^```(\w+)(?: title=\"([^\"]+)\")?\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # The windows the stream has closed (the watermark: 10:12 less 5 minutes), as
 # (window end, user, clicks): the records failing the expectations are not among them.
 CLOSED = [
@@ -28,28 +25,6 @@ CLOSED = [
     ("10:03", "ann", 1), ("10:03", "cid", 1), ("10:04", "bob", 1), ("10:05", "ann", 1),
     ("10:06", "dee", 1),
 ]  # fmt: skip
-
-
-def steps(markdown: str) -> Iterator[tuple[str, str, str | None]]:
-    """("bash", command, None) per command line, ("file", text, name) per titled block."""
-    for language, title, body in FENCE.findall(markdown):
-        if language == "bash":
-            for line in body.splitlines():
-                if line.strip():
-                    yield "bash", line.strip(), None
-        elif title:
-            yield "file", body, title
-
-
-def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    words = shlex.split(command)
-    program = ["-m", "pytest", "-q", "-p", "no:cacheprovider"] if words[0] == "pytest" else []
-    argv = [sys.executable, *(program or ["-m", "streamsmith"]), *words[1:]]
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    env["COLUMNS"] = "240"  # status is a wide table (a narrow terminal: --format json)
-    return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
-    )
 
 
 def windows(table: Path) -> list[tuple[str, str, int]]:

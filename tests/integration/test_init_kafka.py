@@ -1,31 +1,22 @@
-"""``streamsmith init --source kafka``: the generated README's commands, run in order as
-its reader types them (a broker started by the project, the sample produced to it, a
-catch-up run, the generated tests), land the same rows as the files project."""
+"""The tutorial "From Kafka to PostgreSQL" (docs/tutorials/kafka-to-postgres.md),
+executed: ``init --source kafka``, a broker the project starts, the sample produced,
+counts upserted into PostgreSQL, a second delivery whose late records land in the late
+table; then the generated project's own tests against a broker they start."""
 
 from __future__ import annotations
 
-import os
-import re
-import shlex
+import shutil
 import socket
-import subprocess
-import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pyarrow.parquet as pq
+import pytest
+from tutorials import run, steps
 
-FENCE = re.compile(r"^```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
-# What a catch-up run closes: windows up to the watermark, 10:12 less 5 minutes.
-CLOSED_BEFORE = "2026-01-01 10:07"
-
-
-def streamsmith(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    program = ["-m", "pytest", "-q", "-p", "no:cacheprovider"] if words[0] == "pytest" else []
-    argv = [sys.executable, *(program or ["-m", "streamsmith"]), *words[1:]]
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
-    )
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/kafka-to-postgres.md"
 
 
 def free_port() -> int:
@@ -34,45 +25,75 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_a_kafka_project_runs_as_its_readme_says(tmp_path: Path) -> None:
-    made = streamsmith(["streamsmith", "init", "clicks", "--source", "kafka"], tmp_path)
-    assert made.returncode == 0, made.stderr
-    project = tmp_path / "clicks"
-    assert (project / "sample/clicks.jsonl").is_file()
-    assert not (project / "data").exists()
-    # Port 9092 may be taken on a test machine: the project moves as its user would.
-    port = str(free_port())
-    spec = project / "streamsmith.yml"
-    spec.write_text(spec.read_text().replace("9092", port))
-    (block,) = FENCE.findall((project / "README.md").read_text())
-    commands = [line.split("#")[0].replace("9092", port).strip() for line in block.splitlines()]
-    # What runs forever or only reads is left out; the rest runs in the README's order.
-    wanted = ("broker start", "topic produce", "run --trigger", "pytest", "broker stop")
-    ran = []
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A folder PostgreSQL's user may enter (see test_init); what the tutorial started
+    is stopped here should it fail half-way."""
+    from streamsmith.io.postgres.server import embedded_home, postgres_status, stop_postgres
+
+    base = Path(tempfile.mkdtemp(prefix="streamsmith-kafka-tutorial-"))
+    base.chmod(0o755)
     try:
-        for command in commands:
-            if not any(part in command for part in wanted):
-                continue
-            result = streamsmith(shlex.split(command), project)
-            assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr}"
-            ran.append(command)
-            if command.startswith("streamsmith topic produce"):
-                assert "produced 17 records to topic clicks" in result.stdout
-            if command.startswith("streamsmith run"):
-                windows = pq.read_table(project / "data/tables/clicks_per_minute").to_pylist()
-                assert windows, "no closed window"
-                assert all(str(w["window_end"]) <= CLOSED_BEFORE for w in windows), windows
-                slow = pq.read_table(project / "data/tables/slow_clicks").column("ms")
-                assert sorted(slow.to_pylist()) == [1400, 1800, 2100]
-                quarantine = project / "data/tables/clicks_per_minute_quarantine"
-                reasons = pq.read_table(quarantine).column("reason").to_pylist()
-                assert sorted(reasons) == [
+        yield base
+    finally:
+        data = base / "clicks/data"
+        if postgres_status(embedded_home(data)) is not None:
+            stop_postgres(embedded_home(data), "immediate")
+        if (data / "broker").exists():
+            run("streamsmith broker stop", base / "clicks")
+        shutil.rmtree(base)
+
+
+def counts(root: Path) -> int:
+    from streamsmith.io.postgres.server import embedded_home, postgres_status
+
+    server = postgres_status(embedded_home(root))
+    assert server is not None
+    with psycopg.connect(server.dsn) as conn:
+        row = conn.execute("SELECT sum(count) FROM clicks_per_minute").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def test_the_kafka_to_postgres_tutorial_runs_as_written(home: Path) -> None:
+    # Port 9092 may be taken on a test machine: the reader would pick another, so do we.
+    port = str(free_port())
+    cwd, runs, ran = home, 0, []
+    tutorial = TUTORIAL.read_text(encoding="utf-8").replace("9092", port)
+    for kind, text, title in steps(tutorial):
+        if kind == "file":
+            (cwd / str(title)).write_text(text, encoding="utf-8")
+            continue
+        if text.startswith("cd "):
+            cwd = cwd / text.split()[1]
+            continue
+        if text.startswith("streamsmith init"):  # its spec names the broker's port too
+            result = run(text, cwd)
+            spec = cwd / "clicks/streamsmith.yml"
+            spec.write_text(spec.read_text().replace("9092", port))
+        else:
+            result = run(text, cwd)
+        assert result.returncode == 0, f"{text}\n{result.stdout[-2000:]}\n{result.stderr}"
+        ran.append(text)
+        if text.startswith("streamsmith topic produce"):
+            assert "produced 17 records to topic clicks" in result.stdout
+        if text == "streamsmith run --trigger available-now":
+            runs += 1
+            data = cwd / "data"
+            if runs == 1:  # every valid record counted; two quarantined with their reason
+                assert counts(data) == 15
+                quarantine = pq.read_table(data / "tables/clicks_per_minute_quarantine")
+                assert sorted(quarantine.column("reason").to_pylist()) == [
                     "missing or invalid field ts",
                     "missing or invalid field user",
                 ]
-            if command == "pytest":
-                assert "2 passed" in result.stdout
-    finally:
-        if "streamsmith broker stop" not in ran:
-            streamsmith(["streamsmith", "broker", "stop"], project)
-    assert len(ran) == len(wanted)
+            else:  # the same records again: 12 behind the 10:07 watermark, 3 counted
+                assert counts(data) == 18
+                late = pq.read_table(data / "tables/clicks_per_minute_late").to_pylist()
+                assert len(late) == 12
+                assert {row["watermark"].strftime("%H:%M") for row in late} == {"10:07"}
+    assert ran[-1] == "streamsmith broker stop" and runs == 2
+
+    # The generated project's tests start a broker of their own.
+    tests = run("pytest", cwd)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert "2 passed" in tests.stdout

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from functools import partial
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.apps.signals import signal_stats
 from streamsmith.config import Trigger, load_spec
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
 from streamsmith.runtime.plan import Output, build_plan
 from streamsmith.runtime.start import start_queries
 from streamsmith.schemas.iot import SIGNAL_SCHEMA
-from streamsmith.transforms.signals import signal_events, windowed_signals
+from streamsmith.transforms.signals import signal_events
 
 
 def seeds_app(window: str, slide: str | None) -> App:
@@ -34,7 +34,7 @@ def seeds_app(window: str, slide: str | None) -> App:
             FlowDefinition(
                 name="counts",
                 prepare=signal_events,
-                transform=partial(windowed_signals, window=window, slide=slide, delay="10 minutes"),
+                transform=signal_stats,  # applies the rule below itself
                 record_schema=SIGNAL_SCHEMA,
                 event_time=EventTime("eventTime", "10 minutes", window, slide),
                 stateful=True,

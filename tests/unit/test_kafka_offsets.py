@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql.types import StringType, StructField, StructType
 
 from streamsmith.io.admission import AdaptiveLimit, FileLimits
 from streamsmith.io.kafka.offsets import (
@@ -17,6 +18,7 @@ from streamsmith.io.kafka.offsets import (
     spread_ranges,
     to_json_dict,
 )
+from streamsmith.io.kafka.sink import parse_sink_options
 from streamsmith.io.kafka.source import KafkaOptionError, parse_options
 
 
@@ -89,10 +91,19 @@ def test_source_options_are_validated_with_their_names() -> None:
         "failondataloss must be true or false": {**base, "failondataloss": "maybe"},
         "endingOffsets applies to batch reads only": {**base, "endingoffsets": "latest"},
         "assign=": {"kafka.bootstrap.servers": "x:1", "assign": "t:0"},
+        "unknown Kafka source option.s. maxoffsetpertrigger": {**base, "maxoffsetpertrigger": "9"},
     }
     for message, options in cases.items():
         with pytest.raises(KafkaOptionError, match=message):
             parse_options(options, streaming=True)
+
+
+def test_sink_options_are_checked_against_its_table() -> None:
+    schema = StructType([StructField("value", StringType())])
+    base = {"kafka.bootstrap.servers": "x:1", "topic": "out", "checkpointLocation": "/c"}
+    assert parse_sink_options({**base, "kafka.acks": "all"}, schema).topic == "out"
+    with pytest.raises(ValueError, match="unknown Kafka sink option.s. topics"):
+        parse_sink_options({**base, "topics": "out"}, schema)
 
 
 def test_adaptive_limit_grows_while_behind_and_halves_once_caught_up() -> None:

@@ -26,6 +26,9 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Docstrings wrap at 88 columns; markdown mode joins their lines into sentences that
+    # the terminal wraps, instead of breaking where the source did.
+    rich_markup_mode="markdown",
 )
 cli.command("init")(init.init)
 cli.command("apps")(pipeline.list_apps)

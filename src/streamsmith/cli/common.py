@@ -51,7 +51,7 @@ Root = Annotated[
 ]
 TriggerOpt = Annotated[
     str | None,
-    typer.Option("--trigger", help="available-now | once | interval=<duration>, e.g. interval=10s"),
+    typer.Option("--trigger", help="available-now | once | interval=DURATION, e.g. interval=10s"),
 ]
 AppOrSpec = Annotated[
     str | None,

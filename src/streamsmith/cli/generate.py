@@ -36,7 +36,9 @@ from streamsmith.errors import UserError
 if TYPE_CHECKING:
     from streamsmith.generate.events import EventData, Knobs
 
-generate_cli = typer.Typer(help="Write synthetic input for an app.", no_args_is_help=True)
+generate_cli = typer.Typer(
+    rich_markup_mode="markdown", help="Write synthetic input for an app.", no_args_is_help=True
+)
 
 
 @generate_cli.command("cloudtrail")

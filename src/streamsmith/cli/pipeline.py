@@ -22,7 +22,9 @@ from streamsmith.cli.common import (
 )
 from streamsmith.errors import UserError
 
-checkpoint_cli = typer.Typer(help="Inspect an app's checkpoints.", no_args_is_help=True)
+checkpoint_cli = typer.Typer(
+    rich_markup_mode="markdown", help="Inspect an app's checkpoints.", no_args_is_help=True
+)
 
 
 def list_apps() -> None:
@@ -106,7 +108,7 @@ def backfill(
     set_: Sets = None,
     root: Root = None,
 ) -> None:
-    """Run the app's flows once as batch jobs over all input, into <root>/backfill."""
+    """Run the app's flows once as batch jobs over all input, into `<root>/backfill`."""
     from streamsmith.runtime import runner
     from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
 

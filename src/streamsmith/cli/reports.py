@@ -9,9 +9,15 @@ import typer
 from streamsmith.cli.common import Format, Root, Sets, SpecFiles, print_rows, say, session, spec_for
 from streamsmith.errors import UserError
 
-report_cli = typer.Typer(help="Batch reports over what the streams produced.", no_args_is_help=True)
+report_cli = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Batch reports over what the streams produced.",
+    no_args_is_help=True,
+)
 train_cli = typer.Typer(
-    help="Train models on the lake for the streams to use.", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="Train models on the lake for the streams to use.",
+    no_args_is_help=True,
 )
 
 

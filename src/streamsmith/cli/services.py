@@ -11,14 +11,18 @@ from streamsmith.cli.common import PortOpt, Root, err, say, storage_root
 from streamsmith.errors import UserError
 
 db_cli = typer.Typer(
-    help="The embedded PostgreSQL server under the storage root.", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="The embedded PostgreSQL server under the storage root.",
+    no_args_is_help=True,
 )
 broker_cli = typer.Typer(
+    rich_markup_mode="markdown",
     help="The embedded Kafka-protocol broker (Tansu) under the storage root.",
     no_args_is_help=True,
 )
-topic_cli = typer.Typer(help="Kafka topics.", no_args_is_help=True)
+topic_cli = typer.Typer(rich_markup_mode="markdown", help="Kafka topics.", no_args_is_help=True)
 cluster_cli = typer.Typer(
+    rich_markup_mode="markdown",
     help="A Spark standalone cluster (master and workers) on 127.0.0.1, from the pyspark "
     "wheel; point spark.master at the URL it prints.",
     no_args_is_help=True,
@@ -85,7 +89,7 @@ def broker_start(
     ] = "memory://tansu/",
 ) -> None:
     """Start a broker on 127.0.0.1 that keeps running after this command (pid and log
-    under <root>/broker); in memory, its topics end with it."""
+    under `<root>/broker`); in memory, its topics end with it."""
     from streamsmith.io.kafka.broker import broker_home, start_broker_daemon
 
     home = broker_home(storage_root(root))
@@ -122,7 +126,7 @@ def cluster_start(
     memory: Annotated[str, typer.Option("--memory", help="Memory per worker.")] = "2g",
 ) -> None:
     """Start a master and workers that keep running after this command (pids, logs and
-    work directories under <root>/cluster); prints the master URL."""
+    work directories under `<root>/cluster`); prints the master URL."""
     from streamsmith.cluster import cluster_home, start_cluster
 
     home = cluster_home(storage_root(root))

@@ -27,7 +27,28 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from streamsmith.io.kafka.options import KafkaOption, unknown_options
+
 _KNOWN_COLUMNS = {"key", "value", "topic", "partition", "headers"}
+
+
+SINK_OPTIONS = (
+    KafkaOption(
+        "kafka.bootstrap.servers",
+        "",
+        "The brokers, `host:port[,host:port...]`; required.",
+    ),
+    KafkaOption(
+        "topic",
+        "",
+        "The topic to write to, unless the frame has a `topic` column.",
+    ),
+    KafkaOption(
+        "flushTimeoutMs",
+        "120000",
+        "How long a task waits for its records' acknowledgements before failing the batch.",
+    ),
+)
 
 
 class KafkaSinkError(RuntimeError):
@@ -50,6 +71,12 @@ class SinkOptions:
 def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     """Check options against the DataFrame's columns before any task starts."""
     opts = {key.lower(): str(value) for key, value in options.items()}
+    misspelt = unknown_options(opts, SINK_OPTIONS)
+    if misspelt:
+        raise ValueError(
+            f"unknown Kafka sink option(s) {', '.join(misspelt)}: see the option reference "
+            "(librdkafka settings go under kafka.*)"
+        )
     kafka_conf = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
     if "bootstrap.servers" not in kafka_conf:
         raise ValueError("option kafka.bootstrap.servers is required, e.g. 127.0.0.1:9092")

@@ -1,0 +1,37 @@
+"""Running a tutorial as its reader does: its bash blocks' commands in order, and its
+titled code blocks written to the files they name."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+FENCE = re.compile(r"^```(\w+)(?: title=\"([^\"]+)\")?\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def steps(markdown: str) -> Iterator[tuple[str, str, str | None]]:
+    """("bash", command, None) per command line, ("file", text, name) per titled block."""
+    for language, title, body in FENCE.findall(markdown):
+        if language == "bash":
+            for line in body.splitlines():
+                if line.strip():
+                    yield "bash", line.strip(), None
+        elif title:
+            yield "file", body, title
+
+
+def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` as typed in a shell in ``cwd`` (``pytest`` through this Python)."""
+    words = shlex.split(command)
+    program = ["-m", "pytest", "-q", "-p", "no:cacheprovider"] if words[0] == "pytest" else []
+    argv = [sys.executable, *(program or ["-m", "streamsmith"]), *words[1:]]
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    env["COLUMNS"] = "240"  # status is a wide table (a narrow terminal: --format json)
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
+    )

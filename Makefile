@@ -53,7 +53,7 @@ test: setup browser
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$(mktemp -d)"
 	$(PY) -m pytest
 
-# Prefix integrity with 50 random splits per reference app (make test runs 3).
+# Prefix integrity with 50 random splits per reference app (make test runs 2).
 test-deep: setup
 	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
 

@@ -27,9 +27,11 @@ A flow's function is a batch-like query: it takes the flow's accepted events (wi
 declared watermark and, given a window, a ``window`` column) and returns its output.
 Keyword arguments bring the rest: each lookup table and further stream by its name,
 ``models`` (name -> path), ``event_time`` (the resolved :class:`EventTime`, for a
-function that applies it itself, e.g. a stateful processor's timers) and, in batch runs
-only, ``batch_arguments``. The spec (``streamsmith.yml`` or ``--set``) overrides the
-defaults given here, event time included: ``--set flows.order_totals.event_time.lateness=1h``.
+function that applies it itself, e.g. a stateful processor's timers; such a function
+must not be given events watermarked twice, so a function that calls ``withWatermark``
+must take ``event_time``) and, in batch runs only, ``batch_arguments``. The spec
+(``streamsmith.yml`` or ``--set``) overrides the defaults given here, event time
+included: ``--set flows.order_totals.event_time.lateness=1h``.
 """
 
 from __future__ import annotations

@@ -256,6 +256,7 @@ def test_ysb_from_files_on_the_cluster_equals_ground_truth_and_local(
     assert_package_shipped(cluster, events)
 
 
+@pytest.mark.cluster_only  # make test-cluster: 100 s, over make test's time budget
 def test_ysb_from_a_four_partition_topic_on_the_cluster_equals_ground_truth_and_local(
     cluster: StandaloneCluster,
     executor_python: str,

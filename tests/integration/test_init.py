@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pyarrow.parquet as pq
 import pytest
-from tutorials import run, steps
+from tutorials import follow, run
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/first-pipeline.md"
 # The windows the stream has closed (the watermark: 10:12 less 5 minutes), as
@@ -70,15 +70,7 @@ def test_the_first_pipeline_tutorial_runs_as_written(home: Path) -> None:
         "streamsmith status": lambda r: assert_in("plausible_latency", r.stdout),
     }
     ran = []
-    for kind, text, title in steps(TUTORIAL.read_text(encoding="utf-8")):
-        if kind == "file":
-            (cwd / str(title)).write_text(text, encoding="utf-8")
-            continue
-        if text.startswith("cd "):
-            cwd = cwd / text.split()[1]
-            continue
-        result = run(text, cwd)
-        assert result.returncode == 0, f"{text}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    for text, cwd, result in follow(TUTORIAL.read_text(encoding="utf-8"), home):
         if text in checks:
             checks[text](result)
         if text.startswith("streamsmith query"):

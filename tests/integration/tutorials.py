@@ -25,6 +25,24 @@ def steps(markdown: str) -> Iterator[tuple[str, str, str | None]]:
             yield "file", body, title
 
 
+def follow(
+    markdown: str, home: Path
+) -> Iterator[tuple[str, Path, subprocess.CompletedProcess[str]]]:
+    """Do what the tutorial says, from ``home``: write its titled blocks, follow its
+    ``cd``s, run its commands (each must succeed); yields each command with the folder
+    it ran in and its result, before the next one runs."""
+    cwd = home
+    for kind, text, title in steps(markdown):
+        if kind == "file":
+            (cwd / str(title)).write_text(text, encoding="utf-8")
+        elif text.startswith("cd "):
+            cwd = cwd / text.split()[1]
+        else:
+            result = run(text, cwd)
+            assert result.returncode == 0, f"{text}\n{result.stdout[-2000:]}\n{result.stderr}"
+            yield text, cwd, result
+
+
 def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``command`` as typed in a shell in ``cwd`` (``pytest`` through this Python)."""
     words = shlex.split(command)

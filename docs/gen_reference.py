@@ -149,6 +149,9 @@ def spec_page() -> str:
         lines += [f"### `{name}`", "", _sentences(inspect.getdoc(sink) or ""), ""]
         lines.append(f"Output modes: {', '.join(sink.output_modes)}.")
         lines.append("")
+        described = inspect.getdoc(sink.Options) or ""
+        if sink.Options.__doc__ and described != inspect.getdoc(sink.Options.__mro__[1]):
+            lines += [f"Options: {_sentences(described)}", ""]
         rows = _model_rows(sink.Options, "flows.<flow>.sink.")
         if rows:
             lines += ["| key | type | default | what it is |", "|---|---|---|---|", *rows]

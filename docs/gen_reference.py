@@ -234,8 +234,7 @@ def _default(info: FieldInfo) -> str:
 
 
 def kafka_page() -> str:
-    from streamsmith.io.kafka.sink import SINK_OPTIONS
-    from streamsmith.io.kafka.source import SOURCE_OPTIONS
+    from streamsmith.io.kafka.options import SINK_OPTIONS, SOURCE_OPTIONS
 
     lines = [
         HEADER + "# Kafka connector options",

@@ -16,6 +16,7 @@ from importlib.metadata import entry_points
 from streamsmith.api import Pipeline
 from streamsmith.apps import actions, activity, cloudtrail, logs, nest, secops, signals, ysb
 from streamsmith.errors import UserError
+from streamsmith.io.plugins import entry_point_objects
 from streamsmith.runtime.app import App
 
 ENTRY_POINT_GROUP = "streamsmith.pipelines"
@@ -40,15 +41,17 @@ def get_app(name: str) -> App:
 def installed_pipelines(names: set[str] | None = None) -> Iterator[App]:
     """The pipelines installed packages expose (only those in ``names``, when given),
     each checked to be a :class:`~streamsmith.Pipeline` of the entry point's name."""
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if names is not None and point.name not in names:
-            continue
-        where = f"entry point {point.name!r} of group {ENTRY_POINT_GROUP} ({point.value})"
-        if point.name in APPS:
-            raise UserError(f"{where} may not replace the reference app {point.name!r}")
-        found = point.load()
-        if not isinstance(found, Pipeline):
-            raise UserError(f"{where} does not name a streamsmith.Pipeline (got {found!r})")
-        if found.name != point.name:
-            raise UserError(f"{where} names pipeline {found.name!r}: name the entry point so")
+    for name, found in entry_point_objects(
+        ENTRY_POINT_GROUP,
+        lambda found: isinstance(found, Pipeline),
+        "a streamsmith.Pipeline",
+        reserved=set(APPS),
+        names=names,
+    ):
+        assert isinstance(found, Pipeline)
+        if found.name != name:
+            raise UserError(
+                f"entry point {name!r} of group {ENTRY_POINT_GROUP} names pipeline "
+                f"{found.name!r}: name the entry point so"
+            )
         yield found.app

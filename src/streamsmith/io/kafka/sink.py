@@ -27,28 +27,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from streamsmith.io.kafka.options import KafkaOption, unknown_options
+from streamsmith.io.kafka.options import SINK_OPTIONS, unknown_options
 
 _KNOWN_COLUMNS = {"key", "value", "topic", "partition", "headers"}
-
-
-SINK_OPTIONS = (
-    KafkaOption(
-        "kafka.bootstrap.servers",
-        "",
-        "The brokers, `host:port[,host:port...]`; required.",
-    ),
-    KafkaOption(
-        "topic",
-        "",
-        "The topic to write to, unless the frame has a `topic` column.",
-    ),
-    KafkaOption(
-        "flushTimeoutMs",
-        "120000",
-        "How long a task waits for its records' acknowledgements before failing the batch.",
-    ),
-)
 
 
 class KafkaSinkError(RuntimeError):

@@ -30,6 +30,7 @@ from pyspark.sql.types import StructType
 from streamsmith.config import FlowSpec, PipelineSpec, load_spec
 from streamsmith.errors import UserError
 from streamsmith.loading import load_callable, load_module
+from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.app import App, FlowDefinition, Transform
 from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
@@ -225,7 +226,7 @@ def _reported(code: Transform, where: str, folder: Path) -> Transform:
         try:
             return code(events, **inputs)
         except (AnalysisException, ParseException) as exc:
-            raise UserError(f"{where}: {_first_line(str(exc))}") from None
+            raise UserError(f"{where}: {first_line(str(exc)).rstrip(';')}") from None
         except Exception as exc:  # the user's code: any error is theirs to see
             frames = [
                 frame
@@ -238,12 +239,6 @@ def _reported(code: Transform, where: str, folder: Path) -> Transform:
             ) from exc
 
     return call
-
-
-def _first_line(message: str) -> str:
-    """Spark's message without the plan it appends (after the first line)."""
-    line = next((part.strip() for part in message.splitlines() if part.strip()), message)
-    return line.rstrip(";")
 
 
 def _run_sql(query: str, view: str, events: DataFrame, **_inputs: Any) -> DataFrame:

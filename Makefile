@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint docs docs-serve format bench peers peers-flink clean
+.PHONY: setup java postgres jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint docs docs-serve format bench peers peers-flink clean
 
-setup: java postgres $(VENV)/.installed
+setup: java postgres $(VENV)/.installed jvm-archive
 
 # Java 17 runs Spark's JVM; install it from Debian when the machine has none.
 java:
@@ -30,6 +30,11 @@ browser:
 	  echo "installing chromium"; \
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
+
+# Spark's classes recorded once into a class-data-sharing archive: every later Spark start
+# (run, backfill, query, the tests' subprocesses) maps it instead of loading jar by jar.
+jvm-archive: java $(VENV)/.installed
+	$(VENV)/bin/streamsmith jvm build
 
 db-start: setup
 	$(VENV)/bin/streamsmith db start
@@ -53,9 +58,11 @@ test: setup browser
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$(mktemp -d)"
 	$(PY) -m pytest
 
-# Prefix integrity with 50 random splits per reference app (make test runs 2).
+# The deeper variants make test leaves out for its time budget: prefix integrity with 50
+# random splits per reference app (make test runs 1), and the tests marked deep.
 test-deep: setup
 	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
+	$(PY) -m pytest -m deep
 
 test-fast: setup
 	$(PY) -m pytest tests/unit

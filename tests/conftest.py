@@ -31,6 +31,27 @@ TEST_SPARK = SparkSpec(
 )
 
 
+# Markers of tests left out of `make test` (its time budget), with the marker expression
+# word that selects them and the target that runs them.
+LEFT_OUT = {
+    "deep": ("deep", "a deeper variant left to `make test-deep`"),
+    "cluster_only": ("cluster", "cluster test left to `make test-cluster`"),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``deep`` or ``cluster_only`` run only when the marker expression asks
+    for them (``make test-deep``, ``make test-cluster``): heavier variants of behaviour
+    ``make test`` covers within its time budget."""
+    expression = config.getoption("markexpr") or ""
+    for marker, (word, reason) in LEFT_OUT.items():
+        if word in expression:
+            continue
+        for item in items:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = build_session(TEST_SPARK, "streamsmith-tests")

@@ -15,6 +15,7 @@ from typing import Any
 
 from py4j.java_gateway import JVMView
 from py4j.protocol import Py4JError
+from pyspark import SparkContext
 from pyspark.errors import PySparkAttributeError
 from pyspark.sql import DataFrame, SparkSession
 
@@ -82,3 +83,25 @@ def start_thrift_server(spark: SparkSession) -> Any:
     """
     server_class = _jvm(spark).org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
     return server_class.startWithContext(spark._jsparkSession.sqlContext())
+
+
+def exit_and_wait(timeout: float = 300.0) -> None:
+    """End this process's driver JVM and wait until it has exited.
+
+    PySpark leaves its JVM running until the Python process ends; the JVM then notices
+    its stdin close and exits on its own, after Python is gone. Whatever the JVM writes
+    as it exits (a class-data-sharing archive, ``streamsmith.jvm_archive``) is then not
+    finished when the command returns. This stops the session, closes the JVM's stdin
+    (PySpark's own signal to exit) and waits for the process PySpark keeps as
+    ``gateway.proc``.
+    """
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None) if gateway is not None else None
+    if process is None:
+        return
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+    if process.stdin is not None:
+        process.stdin.close()
+    process.wait(timeout)

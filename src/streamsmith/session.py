@@ -22,6 +22,7 @@ else on unchanged.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
@@ -38,6 +39,7 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext, SparkFiles
 from pyspark.sql import SparkSession
 
+from streamsmith import jvm, jvm_archive
 from streamsmith.config import SparkSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -89,7 +91,8 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         "spark.sql.hive.thriftServer.singleSession": "true",
     }
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
-    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    options = [f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_archive.java_options(spec.conf)]
+    conf["spark.driver.extraJavaOptions"] = " ".join(options)
     if cores is not None or master_on_loopback(spec.master):
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
@@ -129,6 +132,8 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     if SparkContext._active_spark_context is None:  # a JVM is about to start
         with _java_stderr_filtered():
             session = builder.getOrCreate()
+        if jvm_archive.recording():  # the archive is written as the JVM exits: wait for it
+            atexit.register(jvm.exit_and_wait)
     else:
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(spec.log_level)

@@ -191,6 +191,7 @@ def test_broker_start_status_topic_create_stop(tmp_path: Path) -> None:
     assert after.returncode == 1 and "no broker running" in after.stdout
 
 
+@pytest.mark.deep  # make test covers the signals flows' reconciliation in-process
 def test_signals_demo_reconciles_every_event() -> None:
     import shutil
     import tempfile
@@ -206,3 +207,19 @@ def test_signals_demo_reconciles_every_event() -> None:
     assert "3. newest windows in PostgreSQL (signal_windows)" in result.stdout
     reconciliation = next(line for line in result.stdout.splitlines() if "reconciliation" in line)
     assert "(ok)" in reconciliation and "dropped as too late" in reconciliation
+
+
+def test_jvm_status_says_whether_sessions_map_the_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make setup built this machine's archive; an empty cache has none to map."""
+    built = streamsmith("jvm", "status", cwd=tmp_path, timeout=60)
+    assert built.returncode == 0 and built.stdout.startswith("in use: "), built.stdout
+    assert built.stdout.split()[2].endswith(".jsa")
+
+    monkeypatch.setenv("STREAMSMITH_CACHE", str(tmp_path))
+    empty = streamsmith("jvm", "status", cwd=tmp_path, timeout=60)
+    removed = streamsmith("jvm", "remove", cwd=tmp_path, timeout=60)
+    assert empty.returncode == 1
+    assert f"not built: `streamsmith jvm build` writes {tmp_path}/jvm/spark-" in empty.stdout
+    assert removed.stdout.strip() == f"removed 0 archive(s) from {tmp_path}/jvm"

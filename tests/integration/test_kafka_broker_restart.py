@@ -19,7 +19,8 @@ from pyspark.sql import SparkSession
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.processes import free_port, wait_for_port
 
-pytestmark = pytest.mark.slow
+# make test: a broker gone mid-stream fails the query clearly (test_kafka_source.py)
+pytestmark = [pytest.mark.slow, pytest.mark.deep]
 
 CHILD = Path(__file__).with_name("kafka_to_parquet_child.py")
 BUCKET = "streamsmith-broker"

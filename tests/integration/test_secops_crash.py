@@ -14,7 +14,8 @@ from streamsmith.generate.secops import secops_data, write_secops
 from streamsmith.io.lake import read_table, replace_static_table, table_path
 from streamsmith.schemas.security import ASSETS_SCHEMA
 
-pytestmark = pytest.mark.slow
+# make test crashes a stateful flow too (actions, state and PostgreSQL ledger restored)
+pytestmark = [pytest.mark.slow, pytest.mark.deep]
 
 CHECKPOINT = Path("checkpoints/secops/alerts")
 ONLY_ALERTS = [

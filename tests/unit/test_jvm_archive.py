@@ -1,0 +1,64 @@
+"""The JVM class-data-sharing archive: which option a driver JVM gets, and when none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streamsmith import jvm_archive
+from streamsmith.config import SparkSpec
+from streamsmith.session import default_conf
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv(jvm_archive.RECORD_ENV, raising=False)
+    monkeypatch.delenv(jvm_archive.SWITCH_ENV, raising=False)
+    return tmp_path
+
+
+def built(cache: Path) -> Path:
+    archive = jvm_archive.archive_path()
+    assert archive is not None and archive.parent == cache / "jvm"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")
+    return archive
+
+
+def test_a_built_archive_is_mapped_by_every_session(cache: Path) -> None:
+    assert jvm_archive.java_options({}) == []  # not built yet: a plain start
+    archive = built(cache)
+    options = default_conf(SparkSpec())["spark.driver.extraJavaOptions"].split()
+    assert options[0].startswith("-Dlog4j2.configurationFile=")
+    assert options[1:] == [f"-XX:SharedArchiveFile={archive}"]
+
+
+def test_off_or_another_classpath_starts_without_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built(cache)
+    assert jvm_archive.java_options({"spark.driver.extraClassPath": "/opt/x.jar"}) == []
+    monkeypatch.setenv(jvm_archive.SWITCH_ENV, "off")
+    assert jvm_archive.java_options({}) == []
+
+
+def test_the_recording_run_writes_where_the_builder_said(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(jvm_archive.RECORD_ENV, "/tmp/x.jsa")
+    assert jvm_archive.recording()
+    assert jvm_archive.java_options({}) == ["-XX:ArchiveClassesAtExit=/tmp/x.jsa"]
+
+
+def test_the_name_follows_java_and_spark_classpath(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = jvm_archive.archive_path()
+    monkeypatch.setenv("SPARK_DIST_CLASSPATH", "/opt/hadoop/*")
+    assert jvm_archive.archive_path() not in {first, None}
+    monkeypatch.setenv("JAVA_HOME", str(cache / "no-such-jdk"))
+    monkeypatch.setenv("PATH", "")
+    assert jvm_archive.archive_path() is None
+    assert jvm_archive.java_options({}) == []

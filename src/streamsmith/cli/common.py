@@ -75,13 +75,14 @@ def spec_for(
 ) -> tuple[App, PipelineSpec]:
     """The app (a reference app by name, or a pipeline of your own by its spec file or
     folder; none: ``./streamsmith.yml``) and its spec as the command line layers it."""
-    from streamsmith.apps import get_app
     from streamsmith.pipelines import find_spec, load_pipeline
 
     path = find_spec(app_name)
     if path is not None:
         return load_pipeline(path, files or (), sets or (), overrides=overrides, storage_root=root)
     assert app_name is not None  # find_spec found no spec file only for a name
+    from streamsmith.apps import get_app  # the reference apps, imported only when named
+
     app = get_app(app_name)
     spec = load_spec(
         app.default_spec, files or (), sets or (), overrides=overrides, storage_root=root

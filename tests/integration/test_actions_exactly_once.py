@@ -115,6 +115,7 @@ def test_sigkill_after_the_database_commit_replays_as_a_no_op(tmp_path: Path, pg
     assert quarantine.is_dir()
 
 
+@pytest.mark.deep  # make test: the supervisor's retries in-process (test_monitoring.py)
 def test_database_crash_mid_batch_is_survived_by_a_supervised_restart(
     tmp_path: Path, postgres: PostgresServer, pg_dsn: str
 ) -> None:

@@ -55,6 +55,7 @@ def counts(root: Path) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+@pytest.mark.deep  # make test executes the first tutorial; this one, make test-deep
 def test_the_kafka_to_postgres_tutorial_runs_as_written(home: Path) -> None:
     # Port 9092 may be taken on a test machine: the reader would pick another, so do we.
     port = str(free_port())

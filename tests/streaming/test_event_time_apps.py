@@ -153,6 +153,7 @@ def expected_sessions(data: EventData, gap_ms: int, delay_ms: int) -> list[Any]:
     return sorted((u, s[0], stamp(s[1]), stamp(s[2]), s[3]) for u, s in closed)
 
 
+@pytest.mark.deep  # make test: the actions counts' prefix integrity and lateness
 def test_actions_never_count_closes_ahead_of_opens(runner_for: Any, pg_dsn: str) -> None:
     data = actions_data(
         phones=10, sessions=150, chunks=5, seed=5, knobs=Knobs(late=0.1, corrupt=0.02)

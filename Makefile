@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint docs docs-serve format bench peers peers-flink clean
+.PHONY: setup java postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint docs docs-serve format bench peers peers-flink clean
 
-setup: java postgres $(VENV)/.installed jvm-archive
+setup: java postgres blas $(VENV)/.installed jvm-archive
 
 # Java 17 runs Spark's JVM; install it from Debian when the machine has none.
 java:
@@ -23,6 +23,14 @@ postgres:
 	  echo "installing postgresql"; \
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
+
+# A native BLAS for MLlib (the secops anomaly model): without it the JVM prints
+# "netlib-blas: JNI_OnLoad: dlopen(libblas.so.3) failed" at the first model call.
+blas:
+	@ls /usr/lib/*/libblas.so.3 >/dev/null 2>&1 || ls /lib/*/libblas.so.3 >/dev/null 2>&1 || { \
+	  echo "installing libblas3"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q libblas3; }
 
 # Headless Chromium loads the dashboard in the tests; install Debian's when missing.
 browser:

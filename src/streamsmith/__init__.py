@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from streamsmith.api import EventTime, Expect, Pipeline, Stream
+    from streamsmith.api import EventTime, Expect, Pipeline, Stream, flow
     from streamsmith.io.sinks.base import Sink
 
 _PUBLIC = {
@@ -32,10 +32,11 @@ _PUBLIC = {
     "Expect": "streamsmith.api",
     "Pipeline": "streamsmith.api",
     "Stream": "streamsmith.api",
+    "flow": "streamsmith.api",
     "Sink": "streamsmith.io.sinks.base",
 }
 
-__all__ = ["EventTime", "Expect", "Pipeline", "Sink", "Stream", "__version__"]
+__all__ = ["EventTime", "Expect", "Pipeline", "Sink", "Stream", "__version__", "flow"]
 
 
 def __getattr__(name: str) -> Any:

@@ -36,10 +36,11 @@ included: ``--set flows.order_totals.event_time.lateness=1h``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Literal, TypeVar, get_args, overload
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, get_args, overload
 
 from pyspark.sql.types import StructType
 
@@ -48,12 +49,14 @@ from streamsmith.errors import UserError
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, Transform
 from streamsmith.runtime.app import StreamInput as Stream
 from streamsmith.schemas.ddl import DDLError, parse_schema
-from streamsmith.transforms.events import parse_events
+from streamsmith.transforms.events import RecordParser
 from streamsmith.transforms.expectations import Expectation
 
-__all__ = ["EventTime", "Expect", "Pipeline", "Stream"]
+__all__ = ["EventTime", "Expect", "Pipeline", "Stream", "flow"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -169,9 +172,10 @@ class Pipeline:
         ``name`` is given). Usable as ``@pipeline.flow`` or ``@pipeline.flow(...)``;
         returns the function unchanged, so it stays a plain function to unit-test.
 
-        ``source`` and ``sink`` are the flow's default spec (the spec file may override
-        them). ``schema`` (a StructType or DDL such as ``"user string, ts timestamp"``; by
-        default the ``schema`` of the source in ``sources``) is the records' schema; without
+        ``source`` (by default the pipeline's only source) and ``sink`` are the flow's
+        default spec (the spec file may override them). ``schema`` (a StructType or DDL
+        such as ``"user string, ts timestamp"``; by default the ``schema`` of the source in
+        ``sources``, which a spec file may replace) is the records' schema; without
         ``parse``, records are parsed with it and a record that cannot be read, lacks a
         ``required`` field or the event-time column, or holds a value of the wrong type goes
         to the quarantine table. ``parse`` is a parser of your own (source frame -> frame
@@ -187,6 +191,9 @@ class Pipeline:
         output is an aggregation. ``quarantine`` / ``record_late`` off leave those tables to
         another flow over the same events.
         """
+
+        if source is None and len(self.sources) == 1:
+            source = next(iter(self.sources))
 
         def register(code: F) -> F:
             flow_name = name or getattr(code, "__name__", None)
@@ -270,7 +277,7 @@ class Pipeline:
         fields = (*required, *([event_time.column] if event_time else []))
         key = (source, schema.json(), tuple(dict.fromkeys(fields)))
         if key not in self._parsers:
-            self._parsers[key] = partial(parse_events, schema=schema, required=key[2])
+            self._parsers[key] = RecordParser(schema, key[2])
         return self._parsers[key]
 
     @property
@@ -341,3 +348,44 @@ def _summary(code: Callable[..., Any]) -> str:
     """The first line of the function's docstring: the flow's description."""
     doc = (code.__doc__ or "").strip()
     return doc.splitlines()[0] if doc else ""
+
+
+# The pipeline a spec's ``libraries`` files are loading into (see streamsmith.pipelines).
+_LIBRARY: ContextVar[Pipeline | None] = ContextVar("streamsmith_library", default=None)
+
+
+@contextmanager
+def library_of(pipeline: Pipeline) -> Iterator[Pipeline]:
+    """While a spec's ``libraries`` files are imported, :func:`flow` registers into
+    ``pipeline`` (as SDP's ``@dp.table`` registers into the graph being loaded)."""
+    token = _LIBRARY.set(pipeline)
+    try:
+        yield pipeline
+    finally:
+        _LIBRARY.reset(token)
+
+
+def _loading() -> Pipeline:
+    pipeline = _LIBRARY.get()
+    if pipeline is None:
+        raise UserError(
+            "streamsmith.flow registers a flow into the pipeline whose spec "
+            "(streamsmith.yml) lists this file under libraries; run the spec "
+            "(streamsmith run streamsmith.yml), or declare pipeline = streamsmith.Pipeline(...) "
+            "and use @pipeline.flow"
+        )
+    return pipeline
+
+
+def _on_loading(method: Callable[Concatenate[Pipeline, P], R]) -> Callable[P, R]:
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return method(_loading(), *args, **kwargs)
+
+    call.__doc__ = method.__doc__
+    return call
+
+
+flow = _on_loading(Pipeline.flow)
+"""``@streamsmith.flow(...)``: :meth:`Pipeline.flow` for a file a spec's ``libraries``
+globs find; the flow joins the spec's pipeline, which gives its sources and may set its
+sink (by default the lake table of the flow's name) and source (by default the only one)."""

@@ -538,6 +538,20 @@ class FlowSpec(StrictModel):
         return self
 
 
+class LibraryGlob(StrictModel):
+    """Files under the spec's folder: a path, a glob, or ``folder/**`` (everything under it)."""
+
+    include: str = Field(description="a path or glob from the spec's folder, e.g. flows/**")
+
+
+class LibrarySpec(StrictModel):
+    """One entry of ``libraries``, as Spark Declarative Pipelines writes it:
+    ``- glob: {include: flows/**}``. Each ``.py`` file found is imported (its
+    ``@streamsmith.flow`` functions join the pipeline) and each ``.sql`` file is a flow."""
+
+    glob: LibraryGlob
+
+
 class PipelineSpec(StrictModel):
     """Everything one app run needs, apart from its code (a pipeline of your own names
     its code in its flows; its name may be given as ``name`` or ``app``)."""
@@ -573,6 +587,10 @@ class PipelineSpec(StrictModel):
     notify: NotifySpec = Field(default_factory=NotifySpec)
     sources: dict[str, SourceSpec]
     flows: dict[str, FlowSpec]
+    libraries: list[LibrarySpec] = Field(
+        default_factory=list,
+        description="files declaring flows: .py (@streamsmith.flow) and .sql, by glob",
+    )
     # Which file or --set each key came from (set by load_spec), so errors found later,
     # when the plan validates a sink's own options, still name their origin.
     _origins: tuple[tuple[str, dict[str, Any]], ...] = PrivateAttr(default=())

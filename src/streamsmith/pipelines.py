@@ -15,9 +15,10 @@ command and guarantee applies to it unchanged.
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.app import App, FlowDefinition, Transform
 from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
-from streamsmith.transforms.events import parse_events
+from streamsmith.transforms.events import RecordParser
 
 SPEC_FILE = "streamsmith.yml"
 
@@ -88,8 +89,10 @@ def load_pipeline(
             storage_root=storage_root,
         )
         return app, spec
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    library = load_libraries(document, folder, str(path))
     spec = load_spec(
-        {"storage_root": str(folder / "streamsmith-data")},
+        {"storage_root": str(folder / "streamsmith-data"), "flows": library.flow_specs},
         [path, *files],
         sets,
         overrides=overrides,
@@ -97,8 +100,8 @@ def load_pipeline(
     )
     if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
         spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return pipeline_app(spec, folder, str(path), document), spec
+    document = {**document, "flows": {**library.flow_specs, **document.get("flows", {})}}
+    return pipeline_app(spec, folder, str(path), document, library.flows), spec
 
 
 def python_pipeline(path: Path) -> App:
@@ -116,8 +119,143 @@ def python_pipeline(path: Path) -> App:
     return found[0].app
 
 
-def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping[str, Any]) -> App:
-    """An App whose flows run the code the spec names (see the module docstring)."""
+@dataclass(frozen=True)
+class Library:
+    """What a spec's ``libraries`` files declare: the flows Python files register
+    (``@streamsmith.flow``), and each library flow's default spec (its source, its sink,
+    a SQL file's ``sql``), which the spec file may override."""
+
+    flows: tuple[FlowDefinition, ...] = ()
+    flow_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def load_libraries(document: Mapping[str, Any], folder: Path, where: str) -> Library:
+    """Import the ``.py`` files and read the ``.sql`` files the spec's ``libraries`` globs
+    match (from the spec's folder, in name order), as Spark Declarative Pipelines does."""
+    from pydantic import ValidationError
+
+    from streamsmith.api import Pipeline, library_of
+    from streamsmith.config import LibrarySpec
+
+    entries = document.get("libraries") or []
+    if not isinstance(entries, list):
+        raise UserError(f"{where}: libraries must be a list of - glob: {{include: PATTERN}}")
+    sources = document.get("sources") or {}
+    pipeline = Pipeline(str(document.get("app") or document.get("name") or "pipeline"))
+    pipeline.sources = sources if isinstance(sources, dict) else {}
+    sql_specs: dict[str, dict[str, Any]] = {}
+    for index, entry in enumerate(entries):
+        at = f"{where}: libraries[{index}]"
+        try:
+            pattern = LibrarySpec.model_validate(entry).glob.include
+        except ValidationError as exc:
+            problem = first_line(str(exc.errors()[0]["msg"]))
+            raise UserError(f"{at}: {problem}; write - glob: {{include: flows/**}}") from None
+        found = _library_files(folder, pattern)
+        if not found:
+            raise UserError(f"{at}: no .py or .sql file matches {pattern!r} under {folder}")
+        for file in found:
+            if file.suffix == ".py":
+                with library_of(pipeline):
+                    _import_library(file)
+            else:
+                name, spec = _sql_flow(file, folder, document)
+                if name in sql_specs or name in pipeline._flow_specs:
+                    raise UserError(f"{at}: flow {name!r} is declared twice ({file})")
+                sql_specs[name] = spec
+    flow_specs = {**pipeline.default_spec["flows"], **sql_specs}
+    only = list(sources) if isinstance(sources, dict) and len(sources) == 1 else []
+    for name, spec in flow_specs.items():
+        spec.setdefault("sink", {"format": "parquet", "table": name})
+        if only:
+            spec.setdefault("source", only[0])
+    return Library(pipeline.flows, flow_specs)
+
+
+def _library_files(folder: Path, pattern: str) -> list[Path]:
+    """The files ``pattern`` matches under ``folder``; ``dir/**`` means all under dir."""
+    if pattern.endswith("/**"):
+        pattern += "/*"
+    return sorted(
+        path
+        for path in folder.glob(pattern)
+        if path.is_file() and path.suffix in (".py", ".sql") and "__pycache__" not in path.parts
+    )
+
+
+def _import_library(file: Path) -> None:
+    """Run the library file, again if it ran before (its decorators register into the
+    pipeline being loaded), importable by its name from its folder."""
+    import importlib
+    import sys
+
+    loaded = sys.modules.get(file.stem)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == file:
+        importlib.reload(loaded)
+        return
+    load_module(file.stem, f"library file {file}", search=(file.parent,))
+
+
+def _sql_flow(file: Path, folder: Path, document: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The flow a ``.sql`` library file declares: named by its ``CREATE STREAMING TABLE``
+    header or else the file's name, reading the source its ``STREAM(name)`` names
+    (unless the spec's ``flows.<name>.source`` says)."""
+    name, _, streamed = sdp_sql(file.read_text(encoding="utf-8"))
+    name = name or file.stem
+    spec: dict[str, Any] = {"sql": str(file.relative_to(folder))}
+    sources = document.get("sources") or {}
+    named = [source for source in streamed if source in sources]
+    if len(set(named)) == 1:
+        spec["source"] = named[0]
+    return name, spec
+
+
+_CREATE = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REFRESH\s+)?STREAMING\s+TABLE\s+([A-Za-z_]\w*)\s+AS\s+",
+    re.IGNORECASE,
+)
+_STREAM = re.compile(r"\bSTREAM\s*\(\s*([A-Za-z_]\w*)\s*\)", re.IGNORECASE)
+
+
+def sdp_sql(text: str) -> tuple[str | None, str, list[str]]:
+    """A flow's SQL as Spark Declarative Pipelines writes it, made a plain query: the
+    table a ``CREATE [OR REFRESH] STREAMING TABLE name AS`` header names (None without
+    one), the query with ``STREAM(source)`` read as ``source``, and those sources."""
+    body = (
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        .strip()
+        .rstrip(";")
+    )
+    header = _CREATE.match(body)
+    query = body[header.end() :] if header else body
+    return (header.group(1) if header else None), _STREAM.sub(r"\1", query), _STREAM.findall(query)
+
+
+def _one_keeper(flows: Sequence[FlowDefinition], spec: PipelineSpec) -> list[FlowDefinition]:
+    """Flows over one source that parse it alike see the same events: the first that
+    keeps their quarantine table keeps it for all, whether the spec or a library file
+    declares the flows (see runtime.plan, which hands it on when that flow is off)."""
+    kept: set[tuple[str, Transform | None]] = set()
+    result = []
+    for definition in flows:
+        key = (spec.flows[definition.name].source, definition.prepare)
+        if definition.prepare is None or not definition.quarantine:
+            result.append(definition)  # none to share: its own transform tags rejects
+            continue
+        result.append(replace(definition, quarantine=key not in kept))
+        kept.add(key)
+    return result
+
+
+def pipeline_app(
+    spec: PipelineSpec,
+    folder: Path,
+    where: str,
+    document: Mapping[str, Any],
+    declared: Sequence[FlowDefinition] = (),
+) -> App:
+    """An App whose flows run the code the spec names (see the module docstring), with
+    the flows ``declared`` by its libraries' Python files."""
     # A source's records are parsed once for all its flows, which so see the same events:
     # a record lacking any of their event-time columns is quarantined for all of them.
     times: dict[str, list[str]] = {}
@@ -126,7 +264,11 @@ def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping
             times.setdefault(flow.source, []).append(flow.event_time.column)
     parsers: dict[str, Transform | None] = {}
     flows = []
+    in_code = {definition.name: definition for definition in declared}
     for name, flow in spec.flows.items():
+        if name in in_code:
+            flows.append(in_code[name])
+            continue
         first = flow.source not in parsers
         where_flow = f"{where}: flows.{name}"
         definition = _flow(name, flow, spec, folder, where_flow, times.get(flow.source, []))
@@ -138,7 +280,7 @@ def pipeline_app(spec: PipelineSpec, folder: Path, where: str, document: Mapping
     return App(
         name=spec.app,
         description=f"pipeline {spec.app} ({where})",
-        flows=tuple(flows),
+        flows=tuple(_one_keeper(flows, spec)),
         default_spec={**document, "storage_root": spec.storage_root},
     )
 
@@ -186,9 +328,7 @@ def _flow(
     return FlowDefinition(
         name=name,
         prepare=(
-            partial(parse_events, schema=schema, required=tuple(dict.fromkeys(required)))
-            if schema is not None
-            else None
+            RecordParser(schema, tuple(dict.fromkeys(required))) if schema is not None else None
         ),
         transform=_reported(code, where if flow.sql is None else f"{where}.sql", folder),
         description=flow.description or flow.transform or f"sql: {_one_line(flow.sql, 80)}",
@@ -198,13 +338,14 @@ def _flow(
 
 
 def _sql_text(sql: str, folder: Path, where: str) -> str:
-    """The query itself, or the text of the ``.sql`` file it names (from the spec's folder)."""
-    if not sql.endswith(".sql") or len(sql.split()) > 1:
-        return sql
-    path = folder / sql
-    if not path.is_file():
-        raise UserError(f"{where}: no SQL file {path}")
-    return path.read_text(encoding="utf-8")
+    """The query itself, or the text of the ``.sql`` file it names (from the spec's
+    folder), as a plain query (see :func:`sdp_sql`)."""
+    if sql.endswith(".sql") and len(sql.split()) == 1:
+        path = folder / sql
+        if not path.is_file():
+            raise UserError(f"{where}: no SQL file {path}")
+        sql = path.read_text(encoding="utf-8")
+    return sdp_sql(sql)[1]
 
 
 def _record_schema(ddl: str | None, where: str) -> StructType | None:

@@ -44,6 +44,8 @@ from streamsmith.config import SparkSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
+# The JVM's note on the module Spark's launcher always adds: nothing a user can act on.
+INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 
 
@@ -221,11 +223,13 @@ def _java_stderr_filtered() -> Iterator[None]:
 
 def _pass_on(read_fd: int, out_fd: int) -> None:
     """Copy lines from ``read_fd`` to ``out_fd`` without the worker's chatter (each
-    message is followed by an empty line, dropped with it)."""
+    message is followed by an empty line, dropped with it) and the JVM's incubator note."""
     after_chatter = False
     with os.fdopen(read_fd, "rb") as pipe, os.fdopen(out_fd, "wb", buffering=0) as out:
         for line in pipe:
             chatter = WORKER_CHATTER in line
+            if line.rstrip() == INCUBATOR_NOTE:
+                continue
             if not chatter and not (after_chatter and not line.strip()):
                 out.write(line)
             after_chatter = chatter

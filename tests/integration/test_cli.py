@@ -137,6 +137,8 @@ def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) ->
                       cwd=tmp_path)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert "cloudtrail.cloudtrail_events: 1 batches, 6 input rows" in ran.stdout
+    # Nothing a user cannot act on: the JVM's incubator-module note is filtered out.
+    assert not [line for line in ran.stderr.splitlines() if line.startswith("WARNING")]
 
     sql = (
         "SELECT (SELECT count(*) FROM cloudtrail_events) AS events, "

@@ -5,6 +5,7 @@ backfill; the outputs agree, and expectations and quarantine hold."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,66 @@ def test_a_python_pipeline_runs_by_entry_point_by_file_and_as_a_backfill(
 
     invoke("backfill", "orders", "--root", str(by_name))
     assert rows(spark, backfill_path(by_name, "checked_orders")) == checked
+
+
+LIBRARY_SPEC = """
+name: clicks_lib
+storage_root: data
+trigger: available-now
+sources:
+  clicks:
+    format: jsonl
+    path: input/clicks
+    schema: "user string, ts timestamp, ms int"
+    required: [user]
+libraries:
+  - glob: {include: transformations/**}
+flows:
+  per_minute:
+    event_time: {lateness: 10 minutes}
+"""
+LIBRARY_PY = '''
+from pyspark.sql import DataFrame
+
+import streamsmith as ss
+
+
+@ss.flow(event_time=ss.EventTime("ts", "1 minute", window="1 minute"))
+def per_minute(clicks: DataFrame) -> DataFrame:
+    """Clicks per minute."""
+    return clicks.groupBy("window").count().selectExpr("window.start AS minute", "count")
+'''
+LIBRARY_SQL = """-- as Spark Declarative Pipelines writes it
+CREATE OR REFRESH STREAMING TABLE slow_clicks AS
+SELECT user, ms FROM STREAM(clicks) WHERE ms > 500;
+"""
+
+
+def test_a_spec_with_libraries_runs_its_python_and_sql_files(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "transformations").mkdir()
+    (tmp_path / "transformations/clicks_per_minute.py").write_text(LIBRARY_PY)
+    (tmp_path / "transformations/slow_clicks.sql").write_text(LIBRARY_SQL)
+    (tmp_path / "streamsmith.yml").write_text(LIBRARY_SPEC)
+    clicks = [("u1", "10:00:05", 100), ("u2", "10:00:40", 900), ("u1", "10:01:10", 700),
+              ("u4", "10:12:00", 10), ("u3", "10:20:00", 50), (None, "10:20:01", 999)]  # fmt: skip
+    folder = tmp_path / "data/input/clicks"
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"user": u, "ts": f"2026-11-25T{t}Z", "ms": ms}) for u, t, ms in clicks]
+    (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STREAMSMITH_ROOT", raising=False)
+    try:
+        invoke("run")
+    finally:
+        sys.modules.pop("clicks_per_minute", None)
+    root = tmp_path / "data"
+    assert rows(spark, table_path(root, "slow_clicks")) == [("u1", "700"), ("u2", "900")]
+    # The spec's lateness (10 minutes, not the code's 1) keeps 10:12 open at 10:20.
+    assert rows(spark, table_path(root, "per_minute")) == [
+        ("2026-11-25 10:00:00", "2"),
+        ("2026-11-25 10:01:00", "1"),
+    ]
+    rejected = read_table(spark, table_path(root, "slow_clicks_quarantine")).collect()
+    assert [row.reason for row in rejected] == ["missing or invalid field user"]

@@ -266,6 +266,10 @@ def test_the_demo_raises_each_incident_once_and_train_runs_from_the_cli(
     assert figures["balanced"] == 1.0 and "(ok)" in text
     assert (tmp_path / "demo/reports/secops-2026-11-20.html").is_file()
     assert "198.51.100.9" in text and "(no lease: outside)" in text  # the ad-hoc answer
+    # The tutorial says what this run shows: its figures are this run's.
+    tutorial = (Path(__file__).parents[2] / "docs/tutorials/security-demo.md").read_text()
+    assert f"({figures['precision']:.2f} and {figures['recall']:.2f})" in tutorial
+    assert "their precision and recall" in tutorial and "lines = table + quarantine" in tutorial
 
     result = CliRunner().invoke(cli, ["train", "secops-anomaly", "--root", str(tmp_path / "demo")])
     assert result.exit_code == 0, result.output

@@ -49,8 +49,8 @@ def test_decorators_register_flows_and_compose_the_default_spec(tmp_path: Path) 
     totals, big = app.flows
     # Both parse by the source's schema; the first flow's parser requires its event time.
     assert totals.prepare is not None and big.prepare is not None
-    assert totals.prepare.keywords["required"] == ("order_id", "ts")  # type: ignore[attr-defined]
-    assert big.prepare.keywords["required"] == ()  # type: ignore[attr-defined]
+    assert totals.prepare.required == ("order_id", "ts")  # type: ignore[attr-defined]
+    assert big.prepare.required == ()  # type: ignore[attr-defined]
     assert (totals.quarantine, big.quarantine) == (True, True)
     assert totals.stateful and not big.stateful
     assert totals.description == "Total amount per 5-minute window."

@@ -48,3 +48,24 @@ def test_every_page_is_in_the_navigation_and_readme_links_resolve() -> None:
     assert len(readme.splitlines()) <= 150
     for target in re.findall(r"\]\(([^)#]+\.md)\)", readme):
         assert (ROOT / target).is_file(), target
+
+
+# A measured figure: a decimal duration or ratio (1.32 s, 0.83 times) or a rate (10,000 events/s).
+FIGURE = re.compile(r"\b\d+\.\d+ ?(?:(?:s|ms)\b|\u00d7)|\d[\d,]* (?:rows|events)/s")
+# What prints it: a benchmark script, a timed command, or pytest's durations.
+PRINTED_BY = re.compile(r"benchmarks/\w+\.py|`time |make bench|--durations")
+
+
+def test_every_section_quoting_a_measured_figure_names_what_prints_it() -> None:
+    """Figures come from scripts: a README or docs section that quotes one names the
+    benchmark (or timed command) that prints it, so a reader can reproduce it."""
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    unsourced = []
+    for page in pages:
+        if "reference" in page.relative_to(ROOT).parts:  # generated from code
+            continue
+        for section in re.split(r"^#+ .*$", page.read_text(encoding="utf-8"), flags=re.M):
+            figures = FIGURE.findall(section)
+            if figures and not PRINTED_BY.search(section):
+                unsourced.append(f"{page.relative_to(ROOT)}: {figures[:3]}")
+    assert not unsourced, "figures without the command that prints them:\n" + "\n".join(unsourced)

@@ -195,3 +195,117 @@ def test_init_writes_a_project_for_files_or_kafka(tmp_path: Path) -> None:
         init_project(tmp_path / "k")
     with pytest.raises(UserError, match="choose one of files, kafka"):
         init_project(tmp_path / "n", "s3")
+
+
+LIBRARY_FLOW = '''
+import streamsmith as ss
+
+@ss.flow(event_time=ss.EventTime("ts", "5 minutes", window="1 minute"))
+def per_minute_lib(clicks):
+    """Clicks per minute."""
+    return clicks.groupBy("window").count()
+'''
+
+
+def test_libraries_globs_bring_python_and_sql_flows_as_sdp_writes_them(
+    project: Path,
+) -> None:
+    """``libraries`` as Spark Declarative Pipelines writes it: each .py file's
+    ``@streamsmith.flow`` joins the pipeline, each .sql file is a flow; the spec file
+    still sets what it names (here a lateness) and gives the defaults a library lacks."""
+    (project / "flows/more").mkdir(parents=True)
+    (project / "flows/more/slow.sql").write_text(
+        "-- SDP's spelling\nCREATE OR REFRESH STREAMING TABLE slow_clicks AS\n"
+        "SELECT user, ms FROM STREAM(clicks) WHERE ms > 500;\n"
+    )
+    (project / "flows/more/notes.txt").write_text("not a library file")
+    document = spec(sql="SELECT user FROM clicks")
+    document["libraries"] = [{"glob": {"include": "flows/**"}}]
+    document["flows"]["per_minute_lib"] = {"event_time": {"lateness": "10 minutes"}}  # type: ignore[index]
+    (project / "flows/lib_per_minute.py").write_text(LIBRARY_FLOW)
+    try:
+        app, pipeline = load_pipeline(write(project, document))
+    finally:
+        sys.modules.pop("lib_per_minute", None)
+    assert sorted(flow.name for flow in app.flows) == [
+        "per_minute",
+        "per_minute_lib",
+        "slow_clicks",
+    ]
+    assert pipeline.flows["slow_clicks"].source == "clicks"  # from STREAM(clicks)
+    assert pipeline.flows["per_minute_lib"].sink.settings["table"] == "per_minute_lib"
+    plan = build_plan(app, pipeline)
+    rules = {flow.name: flow.definition.event_time for flow in plan.flows}
+    assert rules["per_minute_lib"] == EventTime("ts", "10 minutes", "1 minute")
+    text = describe_plan(plan)
+    assert "flow slow_clicks: sql: flows/more/slow.sql" in text
+    assert "flow per_minute_lib: Clicks per minute." in text
+    # Each parser's rejects are quarantined once: the two flows that read records alike
+    # (no event time required) share one quarantine table.
+    quarantines = sorted(o.query_name for f in plan.flows for o in f.outputs
+                         if o.role == "quarantine")  # fmt: skip
+    assert quarantines == ["clicks.per_minute_lib.quarantine", "clicks.slow_clicks.quarantine"]
+
+
+@pytest.mark.parametrize(
+    ("libraries", "message"),
+    [
+        ([{"glob": {"include": "nothing/**"}}], r"libraries\[0\]: no .py or .sql file matches"),
+        ([{"include": "flows/**"}], r"libraries\[0\]: .*write - glob: \{include: flows/\*\*\}"),
+        ("flows/**", "libraries must be a list"),
+    ],
+)
+def test_library_mistakes_name_the_spec_and_the_entry(
+    project: Path, libraries: object, message: str
+) -> None:
+    document = spec(sql="SELECT user FROM clicks")
+    document["libraries"] = libraries
+    path = write(project, document)
+    with pytest.raises(UserError, match=message) as error:
+        load_pipeline(path)
+    assert str(error.value).startswith(str(path))
+
+
+def test_streamsmith_flow_outside_a_library_says_where_it_belongs() -> None:
+    import streamsmith as ss
+
+    with pytest.raises(UserError, match="lists this file under libraries"):
+        ss.flow(lambda events: events)
+
+
+def test_a_source_schema_from_the_spec_reaches_python_flows_and_is_refused_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """A ``schema`` a spec file or ``--set`` gives a source replaces the one a Python
+    pipeline's code declared, for every flow parsing it with the default parser; a flow
+    that parses its records itself cannot read it, which is an error, not ignored."""
+    from streamsmith.apps import get_app
+    from streamsmith.config import load_spec
+
+    path = tmp_path / "orders.py"
+    path.write_text(
+        "import streamsmith as ss\n"
+        "pipeline = ss.Pipeline('orders', sources={'orders': {'format': 'jsonl', "
+        "'path': 'in', 'schema': 'id string, amount double'}})\n"
+        "@pipeline.flow(sink={'table': 'orders'}, required=('id',))\n"
+        "def orders(events):\n    return events\n"
+    )
+    try:
+        app, pipeline = load_pipeline(path, sets=["sources.orders.schema=id string, cents long"])
+    finally:
+        sys.modules.pop("orders", None)
+    definition = build_plan(app, pipeline).flows[0].definition
+    assert definition.record_schema is not None
+    assert definition.record_schema.simpleString() == "struct<id:string,cents:bigint>"
+    assert definition.prepare is not None and "cents" in repr(definition.prepare)
+    app, pipeline = load_pipeline(path, sets=["sources.orders.schema=cents long"])
+    with pytest.raises(UserError, match=r"needs field\(s\) id, which the schema lacks"):
+        build_plan(app, pipeline)
+    sys.modules.pop("orders", None)
+
+    cloudtrail = get_app("cloudtrail")
+    source = next(iter(cloudtrail.default_spec["sources"]))
+    given = load_spec(cloudtrail.default_spec, sets=[f"sources.{source}.schema=a string"],
+                      storage_root=str(tmp_path))  # fmt: skip
+    with pytest.raises(UserError, match=r"\(in --set\): flow .* reading no schema from the spec"):
+        build_plan(cloudtrail, given)

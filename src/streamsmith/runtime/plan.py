@@ -11,7 +11,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from pyspark.sql.types import StructType
 
 from streamsmith.config import (
     FlowSpec,
@@ -32,6 +34,8 @@ from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.late import describe_rule, late_table
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
+from streamsmith.schemas.ddl import DDLError, parse_schema
+from streamsmith.transforms.events import RecordParser
 from streamsmith.transforms.expectations import Expectation
 from streamsmith.transforms.quarantine import quarantine_table
 
@@ -168,6 +172,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 "the spec; add one with its source and sink"
             )
     app = replace(app, flows=tuple(_event_time(app.name, d, spec.flows[d.name]) for d in app.flows))
+    app = _record_schemas(app, spec)
     for definition in _with_companions(app, spec):
         flow = spec.flows[definition.name]
         if not flow.enabled:
@@ -334,6 +339,60 @@ def _event_time(app: str, definition: FlowDefinition, flow: FlowSpec) -> FlowDef
         )
     stateful = definition.stateful or rule.window is not None
     return replace(definition, event_time=rule, stateful=stateful)
+
+
+def _record_schemas(app: App, spec: PipelineSpec) -> App:
+    """The app with each source's ``schema`` from a spec file or ``--set`` applied to the
+    flows (and further streams) that parse that source with the default parser; a flow
+    whose code parses its records itself cannot take it, so that is an error, never a
+    schema silently left unread."""
+    given: dict[str, StructType] = {}
+    for name, declared in spec.sources.items():
+        at = ("sources", name, "schema")
+        if declared.record_schema is None or spec.layer_of(at) < 0:
+            continue
+        try:
+            given[name] = parse_schema(declared.record_schema)
+        except DDLError as exc:
+            raise UserError(f"sources.{name}.schema (in {spec.origin_of(at)}): {exc}") from None
+
+    def reparsed(parser: Any, source: str, who: str) -> tuple[Any, StructType | None]:
+        schema = given[source]
+        if not isinstance(parser, RecordParser):
+            how = "takes its records unparsed" if parser is None else "parses its records itself"
+            raise UserError(
+                f"sources.{source}.schema (in {spec.origin_of(('sources', source, 'schema'))}): "
+                f"{who} of app {app.name!r} {how}, reading no schema from the spec; "
+                "remove the key"
+            )
+        missing = [f for f in parser.required if f not in schema.fieldNames()]
+        if missing:
+            raise UserError(
+                f"sources.{source}.schema (in {spec.origin_of(('sources', source, 'schema'))}): "
+                f"{who} needs field(s) {', '.join(missing)}, which the schema lacks"
+            )
+        return replace(parser, schema=schema), schema
+
+    flows = []
+    for definition in app.flows:
+        flow = spec.flows[definition.name]
+        changes: dict[str, Any] = {}
+        if flow.source in given and not definition.from_spec:
+            who = f"flow {definition.name!r}"
+            changes["prepare"], changes["record_schema"] = reparsed(
+                definition.prepare, flow.source, who
+            )
+        streams = []
+        for stream in definition.streams:
+            source = flow.streams.get(stream.name, "")
+            if source in given and stream.record_schema is not None:
+                who = f"stream {stream.name!r} of flow {definition.name!r}"
+                prepare, schema = reparsed(stream.prepare, source, who)
+                streams.append(replace(stream, prepare=prepare, record_schema=schema))
+            else:
+                streams.append(stream)
+        flows.append(replace(definition, streams=tuple(streams), **changes))
+    return replace(app, flows=tuple(flows))
 
 
 def _expectations(

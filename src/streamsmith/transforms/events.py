@@ -6,6 +6,7 @@ All pure: a frame in, a frame out, the same code for a stream and a batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -16,6 +17,19 @@ from streamsmith.transforms.quarantine import READ_ERROR, REJECT_REASON, first_f
 
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
+
+
+@dataclass(frozen=True)
+class RecordParser:
+    """The default parser of a flow's records: :func:`parse_events` with a schema and the
+    fields a record must hold. A value, not a closure, so flows over one source compare
+    equal (they see the same events) and a spec may swap the schema it reads with."""
+
+    schema: StructType
+    required: tuple[str, ...] = ()
+
+    def __call__(self, source: DataFrame) -> DataFrame:
+        return parse_events(source, self.schema, self.required)
 
 
 def parse_events(

@@ -44,7 +44,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, get_args, over
 
 from pyspark.sql.types import StructType
 
-from streamsmith.config import ExpectAction
+from streamsmith.config import INFER, ExpectAction
 from streamsmith.errors import UserError
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, Transform
 from streamsmith.runtime.app import StreamInput as Stream
@@ -205,7 +205,8 @@ class Pipeline:
             declared = self.sources.get(source or "", {})
             record_schema = _schema(schema if schema is not None else declared.get("schema"), where)
             needed = (*declared.get("required", ()), *required)
-            prepare = self._parser(source, record_schema, needed, event_time, parse)
+            rescue = declared.get("schema_evolution") == "rescue"
+            prepare = self._parser(source, record_schema, needed, event_time, parse, rescue)
             stream_inputs, stream_sources = _streams(streams)
             siblings = [
                 f
@@ -266,6 +267,7 @@ class Pipeline:
         required: Sequence[str],
         event_time: EventTime | None,
         parse: Transform | Literal[False] | None,
+        rescue: bool = False,
     ) -> Transform | None:
         """The flow's parser: the given one; none for ``False`` or without a schema; else
         one by ``schema``, shared by the flows over one source (so they see one set of
@@ -275,9 +277,9 @@ class Pipeline:
         if schema is None:
             return None
         fields = (*required, *([event_time.column] if event_time else []))
-        key = (source, schema.json(), tuple(dict.fromkeys(fields)))
+        key = (source, schema.json(), tuple(dict.fromkeys(fields)), rescue)
         if key not in self._parsers:
-            self._parsers[key] = RecordParser(schema, key[2])
+            self._parsers[key] = RecordParser(schema, key[2], rescue=rescue)
         return self._parsers[key]
 
     @property
@@ -313,6 +315,11 @@ class Pipeline:
 def _schema(schema: StructType | str | None, where: str) -> StructType | None:
     if not isinstance(schema, str):
         return schema
+    if schema == INFER:
+        raise UserError(
+            f"{where}: schema: infer is for the sources of a spec (streamsmith.yml) whose "
+            "flows name their code; in Python, declare the schema"
+        )
     try:
         return parse_schema(schema)
     except DDLError as exc:

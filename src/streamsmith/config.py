@@ -169,6 +169,10 @@ class SparkSpec(StrictModel):
 FILE_FORMATS = ("json", "jsonl", "csv", "text", "parquet")
 
 
+# ``schema: infer``: the records' schema is sampled from the input (streamsmith.io.schema_store).
+INFER = "infer"
+
+
 class SourceSpec(StrictModel):
     """Where a flow's input comes from: a directory of files, or Kafka topics.
 
@@ -218,7 +222,18 @@ class SourceSpec(StrictModel):
     record_schema: str | None = Field(
         default=None,
         alias="schema",
-        description='the records\' schema as DDL, e.g. "user string, ts timestamp"',
+        description='the records\' schema as DDL, e.g. "user string, ts timestamp", or '
+        "infer: sampled from the first input (jsonl files), stored as version 0",
+    )
+    schema_hints: str | None = Field(
+        default=None,
+        description='with schema: infer, DDL of the fields whose type you decide, e.g. "amount '
+        'decimal(12,2)"',
+    )
+    schema_evolution: Literal["rescue"] | None = Field(
+        default=None,
+        description="rescue: fields the schema lacks, and values of the wrong type, go as JSON "
+        "into the _rescued_data column (jsonl files, Kafka JSON values)",
     )
     required: tuple[str, ...] = Field(
         default=(), description="fields a record must have, else it is quarantined"
@@ -230,6 +245,25 @@ class SourceSpec(StrictModel):
 
     @model_validator(mode="after")
     def _fits_its_format(self) -> SourceSpec:
+        if self.schema_hints is not None and self.record_schema != INFER:
+            raise ValueError("schema_hints go with schema: infer (a DDL schema says every type)")
+        if self.record_schema == INFER and self.format != "jsonl":
+            raise ValueError(
+                "schema: infer samples jsonl files (Kafka and other formats: give the schema "
+                "as DDL)"
+            )
+        json_values = self.format == "jsonl" or (
+            self.format == "kafka"
+            and str(
+                {k.lower(): v for k, v in self.options.items()}.get("valueformat", "raw")
+            ).lower()
+            != "json"
+        )
+        if self.schema_evolution == "rescue" and not json_values:
+            raise ValueError(
+                "schema_evolution: rescue keeps what the schema lacks from the raw JSON: it "
+                "needs jsonl files, or Kafka values decoded by the flow (not valueFormat=json)"
+            )
         if self.is_file_source:
             if not self.path:
                 raise ValueError(f"a {self.format} source needs a path (a directory of files)")
@@ -723,8 +757,8 @@ def load_spec(
     try:
         spec = PipelineSpec.model_validate(merged)
     except ValidationError as exc:
-        app = default.get("app", "?")
-        raise UserError(_describe_validation_error(exc, origins, app)) from None
+        app = default.get("app") or merged.get("app") or merged.get("name") or "?"
+        raise UserError(_describe_validation_error(exc, origins, str(app))) from None
     spec._origins = tuple(origins)
     return spec
 

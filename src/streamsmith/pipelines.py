@@ -28,13 +28,15 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from streamsmith.config import FlowSpec, PipelineSpec, load_spec
+from streamsmith.config import INFER, FlowSpec, PipelineSpec, load_spec
 from streamsmith.errors import UserError
+from streamsmith.io.schema_store import inferred_schema
 from streamsmith.loading import load_callable, load_module
 from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.app import App, FlowDefinition, Transform
 from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
+from streamsmith.schemas.inference import InferenceError
 from streamsmith.transforms.events import RecordParser
 
 SPEC_FILE = "streamsmith.yml"
@@ -91,8 +93,9 @@ def load_pipeline(
         return app, spec
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     library = load_libraries(document, folder, str(path))
+    defaults = _flow_defaults(document, library)
     spec = load_spec(
-        {"storage_root": str(folder / "streamsmith-data"), "flows": library.flow_specs},
+        {"storage_root": str(folder / "streamsmith-data"), "flows": defaults},
         [path, *files],
         sets,
         overrides=overrides,
@@ -100,7 +103,7 @@ def load_pipeline(
     )
     if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
         spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
-    document = {**document, "flows": {**library.flow_specs, **document.get("flows", {})}}
+    document = {**document, "flows": {**defaults, **document.get("flows", {})}}
     return pipeline_app(spec, folder, str(path), document, library.flows), spec
 
 
@@ -164,12 +167,21 @@ def load_libraries(document: Mapping[str, Any], folder: Path, where: str) -> Lib
                     raise UserError(f"{at}: flow {name!r} is declared twice ({file})")
                 sql_specs[name] = spec
     flow_specs = {**pipeline.default_spec["flows"], **sql_specs}
-    only = list(sources) if isinstance(sources, dict) and len(sources) == 1 else []
     for name, spec in flow_specs.items():
         spec.setdefault("sink", {"format": "parquet", "table": name})
-        if only:
-            spec.setdefault("source", only[0])
     return Library(pipeline.flows, flow_specs)
+
+
+def _flow_defaults(document: Mapping[str, Any], library: Library) -> dict[str, dict[str, Any]]:
+    """What the spec file's flows fall back on: the library flows' own specs, and for
+    every flow the pipeline's only source, when it has one."""
+    defaults = {name: dict(spec) for name, spec in library.flow_specs.items()}
+    sources = document.get("sources")
+    if isinstance(sources, Mapping) and len(sources) == 1:
+        flows = document.get("flows")
+        for name in [*defaults, *(flows if isinstance(flows, Mapping) else ())]:
+            defaults.setdefault(str(name), {}).setdefault("source", next(iter(sources)))
+    return defaults
 
 
 def _library_files(folder: Path, pattern: str) -> list[Path]:
@@ -294,7 +306,10 @@ def _flow(
     event_times: Sequence[str],
 ) -> FlowDefinition:
     source = spec.sources[flow.source]
-    schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
+    if source.record_schema == INFER:
+        schema: StructType | None = _inferred(spec, flow.source, where)
+    else:
+        schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
     if schema is None and source.format not in ("text", "rate"):
         raise UserError(
             f"{where}: source {flow.source!r} needs the records' schema: set "
@@ -328,7 +343,13 @@ def _flow(
     return FlowDefinition(
         name=name,
         prepare=(
-            RecordParser(schema, tuple(dict.fromkeys(required))) if schema is not None else None
+            RecordParser(
+                schema,
+                tuple(dict.fromkeys(required)),
+                rescue=source.schema_evolution == "rescue",
+            )
+            if schema is not None
+            else None
         ),
         transform=_reported(code, where if flow.sql is None else f"{where}.sql", folder),
         description=flow.description or flow.transform or f"sql: {_one_line(flow.sql, 80)}",
@@ -346,6 +367,19 @@ def _sql_text(sql: str, folder: Path, where: str) -> str:
             raise UserError(f"{where}: no SQL file {path}")
         sql = path.read_text(encoding="utf-8")
     return sdp_sql(sql)[1]
+
+
+def _inferred(spec: PipelineSpec, source: str, where: str) -> StructType:
+    """The schema ``schema: infer`` stands for: the stored version, or one inferred now
+    from a sample of the input and stored as version 0."""
+    declared = spec.sources[source]
+    hints = _record_schema(declared.schema_hints, f"{where}: sources.{source}.schema_hints")
+    folder = spec.source_path(source)
+    assert folder is not None  # infer is for file sources (the spec model checks)
+    try:
+        return inferred_schema(spec.root, spec.app, source, folder, declared.glob, hints).schema
+    except InferenceError as exc:
+        raise UserError(f"{where}: sources.{source}.schema: infer: {exc}") from None
 
 
 def _record_schema(ddl: str | None, where: str) -> StructType | None:

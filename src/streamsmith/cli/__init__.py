@@ -13,7 +13,17 @@ import sys
 
 import typer
 
-from streamsmith.cli import demo, init, jvm, monitoring, pipeline, reports, services, sql
+from streamsmith.cli import (
+    demo,
+    init,
+    jvm,
+    monitoring,
+    pipeline,
+    reports,
+    schema,
+    services,
+    sql,
+)
 from streamsmith.cli.common import say
 from streamsmith.cli.generate import generate_cli
 from streamsmith.errors import UserError
@@ -43,6 +53,7 @@ cli.command("sql-server")(sql.sql_server)
 cli.command("demo")(demo.demo)
 cli.add_typer(generate_cli, name="generate")
 cli.add_typer(pipeline.checkpoint_cli, name="checkpoint")
+cli.add_typer(schema.schema_cli, name="schema")
 cli.add_typer(services.db_cli, name="db")
 cli.add_typer(services.broker_cli, name="broker")
 cli.add_typer(services.topic_cli, name="topic")

@@ -112,7 +112,9 @@ def read_files(
             decoded["text"].alias(RAW),
             decoded["error"].alias(READ_ERROR),
         )
-    if spec.format == "text":
+    # JSON lines whose schema may not hold everything (rescue) are parsed by the flow
+    # from the whole line, which the rescue needs.
+    if spec.format == "text" or (spec.format == "jsonl" and spec.schema_evolution == "rescue"):
         frame = reader.format("text").load(path)
         return frame.select(
             F.col("value"),

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pyspark.sql.types import StructType
 
 from streamsmith.config import (
+    INFER,
     FlowSpec,
     PipelineSpec,
     SinkSpec,
@@ -350,6 +351,17 @@ def _record_schemas(app: App, spec: PipelineSpec) -> App:
     for name, declared in spec.sources.items():
         at = ("sources", name, "schema")
         if declared.record_schema is None or spec.layer_of(at) < 0:
+            continue
+        code_flows = [
+            d.name for d in app.flows if not d.from_spec and spec.flows[d.name].source == name
+        ]
+        if declared.record_schema == INFER:
+            if code_flows:
+                raise UserError(
+                    f"sources.{name}.schema (in {spec.origin_of(at)}): infer is for flows a "
+                    f"spec names the code of; flow {code_flows[0]!r} of app {app.name!r} "
+                    "declares its own: give the schema as DDL"
+                )
             continue
         try:
             given[name] = parse_schema(declared.record_schema)

@@ -10,11 +10,20 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import MapType, StringType, StructType
 
 from streamsmith.config import parse_duration
-from streamsmith.transforms.quarantine import READ_ERROR, REJECT_REASON, first_failure
+from streamsmith.transforms.quarantine import (
+    POSITION,
+    READ_ERROR,
+    REJECT_REASON,
+    SOURCE_FILE,
+    first_failure,
+)
 
+# The column that keeps what a record held beyond its schema (``rescue``).
+RESCUED = "_rescued_data"
+_FIELDS = "_fields"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 
@@ -27,9 +36,10 @@ class RecordParser:
 
     schema: StructType
     required: tuple[str, ...] = ()
+    rescue: bool = False
 
     def __call__(self, source: DataFrame) -> DataFrame:
-        return parse_events(source, self.schema, self.required)
+        return parse_events(source, self.schema, self.required, rescue=self.rescue)
 
 
 def parse_events(
@@ -37,20 +47,37 @@ def parse_events(
     schema: StructType,
     required: Sequence[str],
     rules: Sequence[tuple[Column, str]] = (),
+    *,
+    rescue: bool = False,
 ) -> DataFrame:
     """Typed events from a source frame, tagged for quarantine.
 
     Works on both kinds of source: files read with the record schema already carry its
-    columns; Kafka records carry a JSON ``value`` parsed here with ``from_json``. A record
-    is rejected when it could not be read or parsed, when a ``required`` field is
-    missing or of the wrong type (Spark leaves such a field null), or when one of the
-    ``rules`` (a failed condition and its reason) holds.
+    columns; Kafka records (and JSON lines read as text) carry a JSON ``value`` parsed
+    here with ``from_json``. A record is rejected when it could not be read or parsed,
+    when a ``required`` field is missing or of the wrong type (Spark leaves such a field
+    null), or when one of the ``rules`` (a failed condition and its reason) holds.
+
+    With ``rescue``, nothing the schema cannot hold is lost: the top-level fields it lacks
+    and the values of the wrong type go, as their JSON text, into ``_rescued_data`` (a
+    JSON object with the record's ``_file_path`` and ``_position``; null for a record that
+    fits), and a value that is not JSON at all is rejected as malformed.
     """
     names = schema.fieldNames()
-    if all(name in source.columns for name in names):
+    value = F.col("value").cast("string")
+    if all(name in source.columns for name in names) and not rescue:
         parsed = source
+    elif rescue:  # the record as a map of JSON texts too, for what the schema lacks
+        fields = F.from_json(value, MapType(StringType(), StringType()))
+        malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
+        parsed = (
+            source.withColumn("_event", F.from_json(value, schema))
+            .withColumn(_FIELDS, fields)
+            .withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed))
+            .select("*", *(F.col("_event")[name].alias(name) for name in names))
+        )
     else:
-        payload = F.from_json(F.col("value").cast("string"), schema)
+        payload = F.from_json(value, schema)
         parsed = source.withColumn("_event", payload).select(
             "*", *(F.col("_event")[name].alias(name) for name in names)
         )
@@ -60,7 +87,28 @@ def parse_events(
         *rules,
     ]
     tags = [c for c in source.columns if c.startswith("_") and c not in names]
-    return parsed.select(*names, *tags).withColumn(REJECT_REASON, first_failure(*checks))
+    rescued = [_rescued(names, source.columns).alias(RESCUED)] if rescue else []
+    return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
+
+
+def _rescued(names: Sequence[str], columns: Sequence[str]) -> Column:
+    """The record's fields the schema lacks or could not type, as a JSON object of their
+    JSON texts with where the record came from; null when there are none."""
+    fields = F.col(_FIELDS)
+    known = F.array(*(F.lit(name) for name in names))
+    untyped = F.array_compact(
+        F.array(*(F.when(F.col(name).isNull(), F.lit(name)) for name in names))
+    )
+    kept = F.map_filter(
+        fields,
+        lambda k, v: ~F.array_contains(known, k) | (v.isNotNull() & F.array_contains(untyped, k)),
+    )
+    lineage = [
+        F.create_map(F.lit(key), F.col(column).cast("string"))
+        for key, column in (("_file_path", SOURCE_FILE), ("_position", POSITION))
+        if column in columns
+    ]
+    return F.when(F.size(kept) > 0, F.to_json(F.map_concat(kept, *lineage)))
 
 
 def window_column(time: str, window: str, slide: str | None = None) -> Column:

@@ -1,0 +1,176 @@
+"""A source's record schema versions, kept under the storage root.
+
+``schema: infer`` stores what it inferred as version 0; a later version is a new file,
+never an edit, so what a run read with can always be told (``streamsmith schema show``).
+Layout: ``<root>/schemas/<app>/<source>/<version>.json``, each holding the schema (Spark's
+JSON form), when and why it was added, and the files it was inferred from.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.types import StructType
+
+from streamsmith.schemas.inference import InferenceError, apply_hints, infer_schema
+
+SCHEMAS_DIR = "schemas"
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One version of a source's schema."""
+
+    version: int
+    schema: StructType
+    added_at: str
+    reason: str
+    sample: tuple[str, ...] = ()
+
+    @property
+    def ddl(self) -> str:
+        """The schema as DDL, as a spec writes it."""
+        return to_ddl(self.schema)
+
+
+def to_ddl(schema: StructType) -> str:
+    """``schema`` as DDL (``user string, ts timestamp``), without asking a JVM."""
+    return ", ".join(f"{_quoted(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
+
+
+def _quoted(name: str) -> str:
+    return name if name.isidentifier() else "`" + name.replace("`", "``") + "`"
+
+
+def schema_dir(root: Path, app: str, source: str) -> Path:
+    """Where the versions of ``source``'s schema live."""
+    return root / SCHEMAS_DIR / app / source
+
+
+def versions(root: Path, app: str, source: str) -> list[SchemaVersion]:
+    """Every stored version, oldest first."""
+    folder = schema_dir(root, app, source)
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.glob("*.json"):
+        if not path.stem.isdigit():
+            continue
+        document = json.loads(path.read_text(encoding="utf-8"))
+        found.append(
+            SchemaVersion(
+                version=int(document["version"]),
+                schema=StructType.fromJson(document["schema"]),
+                added_at=str(document["added_at"]),
+                reason=str(document["reason"]),
+                sample=tuple(document.get("sample", ())),
+            )
+        )
+    return sorted(found, key=lambda v: v.version)
+
+
+def latest(root: Path, app: str, source: str) -> SchemaVersion | None:
+    """The newest stored version, or None before the first."""
+    stored = versions(root, app, source)
+    return stored[-1] if stored else None
+
+
+def record(
+    root: Path, app: str, source: str, schema: StructType, reason: str, sample: tuple[str, ...]
+) -> SchemaVersion:
+    """Store ``schema`` as the next version. The file is created exclusively, so two
+    processes recording at once cannot both take one version number."""
+    folder = schema_dir(root, app, source)
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = latest(root, app, source)
+    version = SchemaVersion(
+        version=0 if previous is None else previous.version + 1,
+        schema=schema,
+        added_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        reason=reason,
+        sample=sample,
+    )
+    document = {**asdict(version), "schema": schema.jsonValue(), "sample": list(sample)}
+    staging = folder / f".{version.version}.json.{os.getpid()}"
+    staging.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    try:
+        os.link(staging, folder / f"{version.version}.json")  # fails if it exists
+    finally:
+        staging.unlink()
+    return version
+
+
+# How much of the input ``schema: infer`` reads: the first files by name, and at most
+# this many records of them (a bounded, repeatable sample).
+SAMPLE_FILES = 50
+SAMPLE_RECORDS = 5_000
+
+
+def inferred_schema(
+    root: Path, app: str, source: str, folder: Path, glob: str | None, hints: StructType | None
+) -> SchemaVersion:
+    """The source's stored schema, or, before its first version, one inferred from a
+    sample of ``folder``'s JSON-lines files and stored as version 0. Raises
+    :class:`~streamsmith.schemas.inference.InferenceError` when the sample cannot decide."""
+    stored = latest(root, app, source)
+    if stored is not None:
+        return stored
+    files = _sample_files(folder, glob)
+    if not files:
+        raise InferenceError(
+            f"no input to infer the schema from in {folder}: deliver some files first, or "
+            "give the schema as DDL"
+        )
+    schema = infer_schema(_records(files))
+    if hints is not None:
+        unknown = [name for name in hints.fieldNames() if name not in schema.fieldNames()]
+        if unknown:
+            raise InferenceError(
+                f"schema_hints name field(s) {', '.join(unknown)}, which no sampled record "
+                f"holds (sampled: {', '.join(schema.fieldNames())})"
+            )
+        schema = apply_hints(schema, hints)
+    sample = tuple(str(path) for path in files)
+    try:
+        return record(root, app, source, schema, "inferred from the first input", sample)
+    except FileExistsError:  # another process stored version 0 first: read with it
+        winner = latest(root, app, source)
+        assert winner is not None
+        return winner
+
+
+def _sample_files(folder: Path, glob: str | None) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    pattern = f"**/{glob}" if glob else "**/*"
+    found = sorted(p for p in folder.glob(pattern) if p.is_file() and not p.name.startswith("."))
+    return found[:SAMPLE_FILES]
+
+
+def _records(files: list[Path]) -> Iterator[tuple[str, Any]]:
+    """Each parsable JSON line of ``files`` (gzipped or not), up to SAMPLE_RECORDS; a line
+    that does not parse is left to the run, which quarantines it."""
+    count = 0
+    for path in files:
+        with path.open("rb") as head:
+            gzipped = head.read(2) == b"\x1f\x8b"
+        opener = gzip.open if gzipped else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                yield f"{path.name}:{number}", value
+                count += 1
+                if count >= SAMPLE_RECORDS:
+                    return

@@ -1,0 +1,155 @@
+"""A record schema inferred from a sample of JSON records, without Spark.
+
+``schema: infer`` on a source runs this once over a bounded sample of its input; the
+result is stored as the source's schema version 0 and never re-inferred silently (see
+``streamsmith.io.schema_store``). Types are the narrowest that hold every sampled value:
+``boolean``, ``bigint`` (widened to ``double`` when a decimal shows up), ``double``,
+``timestamp`` for ISO-8601 date-times, ``string``, and ``struct``/``array`` for nested
+values. A field seen only as JSON null is a ``string``. Two values that no type holds
+both (a number and an object, say) are an error naming the field and where each was
+seen: a schema must be decided by the user (``schema_hints``), not guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# An ISO-8601 date-time as Spark's JSON reader takes it for a timestamp field.
+_TIMESTAMP = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+class InferenceError(ValueError):
+    """The sample cannot decide a schema; the message names the field and the records."""
+
+
+@dataclass
+class _Seen:
+    """What one field held across the sample: a type, and where it was first seen so."""
+
+    kind: DataType | None = None
+    where: str = ""
+    fields: dict[str, _Seen] = field(default_factory=dict)  # for a struct
+    element: _Seen | None = None  # for an array
+
+
+def infer_schema(records: Iterable[tuple[str, Any]], hints: StructType | None = None) -> StructType:
+    """The schema of ``records`` (``(where, parsed JSON)`` pairs; ``where`` names the
+    file and line, for errors), with ``hints`` deciding the type of the fields they
+    name. Fields keep the order in which they were first seen."""
+    root = _Seen(StructType(), "")
+    count = 0
+    for where, record in records:
+        count += 1
+        if not isinstance(record, Mapping):
+            raise InferenceError(
+                f"{where}: a record must be a JSON object, not {_json_kind(record)}"
+            )
+        _merge_object(root, record, where, "")
+    if count == 0:
+        raise InferenceError("no records to infer a schema from")
+    schema = _type_of(root)
+    assert isinstance(schema, StructType)
+    return apply_hints(schema, hints) if hints is not None else schema
+
+
+def apply_hints(schema: StructType, hints: StructType) -> StructType:
+    """``schema`` with each hinted field's type replaced (a hinted field the sample never
+    held is added at the end)."""
+    hinted = {f.name: f for f in hints.fields}
+    fields = [hinted.pop(f.name, f) for f in schema.fields]
+    return StructType([*fields, *hinted.values()])
+
+
+def _merge_object(seen: _Seen, record: Mapping[str, Any], where: str, path: str) -> None:
+    for name, value in record.items():
+        child = seen.fields.setdefault(str(name), _Seen())
+        _merge(child, value, where, f"{path}{name}")
+
+
+def _merge(seen: _Seen, value: Any, where: str, path: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, Mapping):
+        _widen(seen, StructType(), where, path)
+        _merge_object(seen, value, where, f"{path}.")
+        return
+    if isinstance(value, list):
+        _widen(seen, ArrayType(StringType()), where, path)
+        seen.element = seen.element or _Seen()
+        for item in value:
+            _merge(seen.element, item, where, f"{path}[]")
+        return
+    _widen(seen, _atomic(value), where, path)
+
+
+def _atomic(value: Any) -> DataType:
+    if isinstance(value, bool):
+        return BooleanType()
+    if isinstance(value, int):
+        return LongType()
+    if isinstance(value, float):
+        return DoubleType()
+    if isinstance(value, str) and _TIMESTAMP.match(value):
+        return TimestampType()
+    return StringType()
+
+
+def _widen(seen: _Seen, kind: DataType, where: str, path: str) -> None:
+    """Keep the narrowest type holding both what was seen and ``kind``."""
+    before = seen.kind
+    if before is None or before == kind:
+        seen.kind, seen.where = kind, seen.where or where
+        return
+    pair = {type(before), type(kind)}
+    if pair == {LongType, DoubleType}:
+        seen.kind = DoubleType()
+    elif pair == {TimestampType, StringType}:
+        seen.kind = StringType()  # some values are not date-times: keep the text
+    else:
+        top = re.split(r"[.\[]", path, maxsplit=1)[0]
+        raise InferenceError(
+            f"field {path!r} holds {_name(before)} in {seen.where} but {_name(kind)} in "
+            f'{where}: give its type in schema_hints (e.g. "{top} string")'
+        )
+
+
+def _type_of(seen: _Seen) -> DataType:
+    if isinstance(seen.kind, StructType):
+        return StructType(
+            [StructField(name, _type_of(child)) for name, child in seen.fields.items()]
+        )
+    if isinstance(seen.kind, ArrayType):
+        element = _type_of(seen.element) if seen.element is not None else StringType()
+        return ArrayType(element)
+    return seen.kind or StringType()
+
+
+def _name(kind: DataType) -> str:
+    if isinstance(kind, StructType):
+        return "an object"
+    if isinstance(kind, ArrayType):
+        return "an array"
+    return f"a {kind.simpleString()}"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    return "null" if value is None else f"a {type(value).__name__}"

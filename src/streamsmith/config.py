@@ -230,10 +230,11 @@ class SourceSpec(StrictModel):
         description='with schema: infer, DDL of the fields whose type you decide, e.g. "amount '
         'decimal(12,2)"',
     )
-    schema_evolution: Literal["rescue"] | None = Field(
+    schema_evolution: Literal["add_new_columns", "rescue"] | None = Field(
         default=None,
-        description="rescue: fields the schema lacks, and values of the wrong type, go as JSON "
-        "into the _rescued_data column (jsonl files, Kafka JSON values)",
+        description="add_new_columns (the default with schema: infer): a new field becomes a "
+        "new schema version and column; rescue: fields the schema lacks, and values of the "
+        "wrong type, go as JSON into the _rescued_data column (jsonl files, Kafka JSON values)",
     )
     required: tuple[str, ...] = Field(
         default=(), description="fields a record must have, else it is quarantined"
@@ -242,6 +243,14 @@ class SourceSpec(StrictModel):
     @property
     def is_file_source(self) -> bool:
         return self.format in FILE_FORMATS
+
+    @property
+    def evolution(self) -> str | None:
+        """The schema evolution mode in force: the one given, or add_new_columns with
+        schema: infer."""
+        if self.schema_evolution is None and self.record_schema == INFER:
+            return "add_new_columns"
+        return self.schema_evolution
 
     @model_validator(mode="after")
     def _fits_its_format(self) -> SourceSpec:
@@ -259,6 +268,11 @@ class SourceSpec(StrictModel):
             ).lower()
             != "json"
         )
+        if self.schema_evolution == "add_new_columns" and self.record_schema != INFER:
+            raise ValueError(
+                "schema_evolution: add_new_columns adds fields to an inferred schema: set "
+                "schema: infer (a DDL schema can keep what it lacks with rescue)"
+            )
         if self.schema_evolution == "rescue" and not json_values:
             raise ValueError(
                 "schema_evolution: rescue keeps what the schema lacks from the raw JSON: it "

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import INFER, FlowSpec, PipelineSpec, load_spec
 from streamsmith.errors import UserError
-from streamsmith.io.schema_store import inferred_schema
+from streamsmith.io.schema_store import inferred_schema, schema_dir
 from streamsmith.loading import load_callable, load_module
 from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.app import App, FlowDefinition, Transform
@@ -346,7 +346,8 @@ def _flow(
             RecordParser(
                 schema,
                 tuple(dict.fromkeys(required)),
-                rescue=source.schema_evolution == "rescue",
+                rescue=source.evolution == "rescue",
+                evolve=source.evolution == "add_new_columns",
             )
             if schema is not None
             else None
@@ -377,7 +378,8 @@ def _inferred(spec: PipelineSpec, source: str, where: str) -> StructType:
     folder = spec.source_path(source)
     assert folder is not None  # infer is for file sources (the spec model checks)
     try:
-        return inferred_schema(spec.root, spec.app, source, folder, declared.glob, hints).schema
+        store = schema_dir(spec.root, spec.app, source)
+        return inferred_schema(store, folder, declared.glob, hints).schema
     except InferenceError as exc:
         raise UserError(f"{where}: sources.{source}.schema: infer: {exc}") from None
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from streamsmith.cli import cli
 from streamsmith.errors import UserError
-from streamsmith.io.schema_store import inferred_schema, record, to_ddl, versions
+from streamsmith.io.schema_store import inferred_schema, record, schema_dir, to_ddl, versions
 from streamsmith.pipelines import load_pipeline
 from streamsmith.schemas.ddl import parse_schema
 from streamsmith.schemas.inference import InferenceError, infer_schema
@@ -64,18 +64,19 @@ def test_versions_are_stored_once_and_read_back(tmp_path: Path) -> None:
     (folder / "a.jsonl").write_text('{"user": "u1", "n": 1}\nnot json\n')
     with gzip.open(folder / "b.jsonl.gz", "wt") as zipped:
         zipped.write('{"user": "u2", "n": 2.5, "ts": "2026-11-25T10:00:00Z"}\n')
-    first = inferred_schema(tmp_path, "app", "clicks", folder, None, None)
+    store = schema_dir(tmp_path, "app", "clicks")
+    first = inferred_schema(store, folder, None, None)
     assert (first.version, first.ddl) == (0, "user string, n double, ts timestamp")
     assert first.sample == (str(folder / "a.jsonl"), str(folder / "b.jsonl.gz"))
     (folder / "c.jsonl").write_text('{"user": "u3", "other": true}\n')
-    assert inferred_schema(tmp_path, "app", "clicks", folder, None, None) == first  # stored
-    second = record(tmp_path, "app", "clicks", parse_schema("user string"), "by hand", ())
-    assert [v.version for v in versions(tmp_path, "app", "clicks")] == [0, 1]
-    assert inferred_schema(tmp_path, "app", "clicks", folder, None, None) == second
+    assert inferred_schema(store, folder, None, None) == first  # stored, not inferred again
+    second = record(store, parse_schema("user string"), "by hand")
+    assert [v.version for v in versions(store)] == [0, 1]
+    assert inferred_schema(store, folder, None, None) == second
     with pytest.raises(InferenceError, match="no input to infer the schema from"):
-        inferred_schema(tmp_path, "app", "none", tmp_path / "empty", None, None)
+        inferred_schema(tmp_path / "none", tmp_path / "empty", None, None)
     with pytest.raises(InferenceError, match="schema_hints name field.* nope, which no sampled"):
-        inferred_schema(tmp_path, "app", "other", folder, None, parse_schema("nope int"))
+        inferred_schema(tmp_path / "other", folder, None, parse_schema("nope int"))
 
 
 SPEC = {
@@ -120,4 +121,14 @@ def test_schema_mistakes_are_one_line_naming_the_key(
     (tmp_path / "data/input/events/a.jsonl").write_text('{"k": "x"}\n')
     (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(document))
     with pytest.raises(UserError, match=message):
+        load_pipeline(tmp_path / "streamsmith.yml")
+
+
+def test_add_new_columns_evolves_an_inferred_schema_only(tmp_path: Path) -> None:
+    document = yaml.safe_load(yaml.safe_dump(SPEC))
+    document["sources"]["events"].update(
+        {"schema": "k string", "schema_hints": None, "schema_evolution": "add_new_columns"}
+    )
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(document))
+    with pytest.raises(UserError, match="add_new_columns adds fields to an inferred schema"):
         load_pipeline(tmp_path / "streamsmith.yml")

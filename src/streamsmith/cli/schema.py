@@ -35,7 +35,7 @@ def show(
     was added, from how many files), or the schema the spec declares. Loading a
     pipeline infers a `schema: infer` source's first version if none is stored."""
     from streamsmith.config import INFER
-    from streamsmith.io.schema_store import versions
+    from streamsmith.io.schema_store import schema_dir, versions
 
     check_format(fmt)
     _, pipeline = spec_for(app, spec, set_, root)
@@ -49,7 +49,7 @@ def show(
     rows: list[list[object]] = []
     for name in names:
         declared = pipeline.sources[name].record_schema
-        stored = versions(pipeline.root, pipeline.app, name)
+        stored = versions(schema_dir(pipeline.root, pipeline.app, name))
         if declared == INFER:
             rows.extend(
                 [name, v.version, v.ddl, v.added_at, f"{v.reason} ({len(v.sample)} file(s))"]

@@ -54,9 +54,8 @@ def schema_dir(root: Path, app: str, source: str) -> Path:
     return root / SCHEMAS_DIR / app / source
 
 
-def versions(root: Path, app: str, source: str) -> list[SchemaVersion]:
-    """Every stored version, oldest first."""
-    folder = schema_dir(root, app, source)
+def versions(folder: Path) -> list[SchemaVersion]:
+    """Every version stored in ``folder`` (see :func:`schema_dir`), oldest first."""
     if not folder.is_dir():
         return []
     found = []
@@ -76,20 +75,20 @@ def versions(root: Path, app: str, source: str) -> list[SchemaVersion]:
     return sorted(found, key=lambda v: v.version)
 
 
-def latest(root: Path, app: str, source: str) -> SchemaVersion | None:
-    """The newest stored version, or None before the first."""
-    stored = versions(root, app, source)
+def latest(folder: Path) -> SchemaVersion | None:
+    """The newest version stored in ``folder``, or None before the first."""
+    stored = versions(folder)
     return stored[-1] if stored else None
 
 
 def record(
-    root: Path, app: str, source: str, schema: StructType, reason: str, sample: tuple[str, ...]
+    folder: Path, schema: StructType, reason: str, sample: tuple[str, ...] = ()
 ) -> SchemaVersion:
     """Store ``schema`` as the next version. The file is created exclusively, so two
-    processes recording at once cannot both take one version number."""
-    folder = schema_dir(root, app, source)
+    processes recording at once cannot both take one version number (the loser gets
+    FileExistsError and reads the winner's)."""
     folder.mkdir(parents=True, exist_ok=True)
-    previous = latest(root, app, source)
+    previous = latest(folder)
     version = SchemaVersion(
         version=0 if previous is None else previous.version + 1,
         schema=schema,
@@ -114,12 +113,12 @@ SAMPLE_RECORDS = 5_000
 
 
 def inferred_schema(
-    root: Path, app: str, source: str, folder: Path, glob: str | None, hints: StructType | None
+    store: Path, folder: Path, glob: str | None, hints: StructType | None
 ) -> SchemaVersion:
-    """The source's stored schema, or, before its first version, one inferred from a
-    sample of ``folder``'s JSON-lines files and stored as version 0. Raises
+    """The newest schema stored in ``store``, or, before its first version, one inferred
+    from a sample of the JSON-lines files in ``folder`` and stored as version 0. Raises
     :class:`~streamsmith.schemas.inference.InferenceError` when the sample cannot decide."""
-    stored = latest(root, app, source)
+    stored = latest(store)
     if stored is not None:
         return stored
     files = _sample_files(folder, glob)
@@ -139,9 +138,9 @@ def inferred_schema(
         schema = apply_hints(schema, hints)
     sample = tuple(str(path) for path in files)
     try:
-        return record(root, app, source, schema, "inferred from the first input", sample)
+        return record(store, schema, "inferred from the first input", sample)
     except FileExistsError:  # another process stored version 0 first: read with it
-        winner = latest(root, app, source)
+        winner = latest(store)
         assert winner is not None
         return winner
 

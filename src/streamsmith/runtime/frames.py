@@ -20,7 +20,8 @@ from streamsmith.io.lake import model_path, read_table, table_path
 from streamsmith.runtime.app import FlowDefinition
 from streamsmith.runtime.flow_batches import observe_flow
 from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
-from streamsmith.transforms.events import with_event_time
+from streamsmith.runtime.schema_change import with_current_schema
+from streamsmith.transforms.events import stop_on_new_fields, with_event_time
 from streamsmith.transforms.expectations import (
     Expectation,
     check_expectations,
@@ -29,6 +30,7 @@ from streamsmith.transforms.expectations import (
     quarantine_failures,
 )
 from streamsmith.transforms.quarantine import (
+    NEW_FIELDS,
     POSITION,
     REJECT_REASON,
     SOURCE_FILE,
@@ -75,7 +77,13 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
             quarantine_failures(output, expectations),
             expectations,
         )
-    parsed = definition.prepare(source)
+    prepare = (
+        with_current_schema(definition.prepare, flow.schema_store)
+        if flow.schema_store is not None
+        else definition.prepare
+    )
+    assert prepare is not None
+    parsed = prepare(source)
     check_expectations(parsed, expectations)
     tagged = quarantine_failures(parsed, expectations)
     main = quarantine_failures(counted(parsed, expectations, _valid()), expectations)
@@ -87,7 +95,11 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     late_time = rule.column if rule is not None and definition.record_late else None
     reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
     main = observe_flow(main, late_time) if reported else main
-    events = enforced(_accepted(main), expectations)
+    if flow.schema_store is not None:  # a field the schema lacks stops the batch
+        fitting = stop_on_new_fields(accepted(main, keep=(NEW_FIELDS,))).drop(NEW_FIELDS)
+    else:
+        fitting = _accepted(main)
+    events = enforced(fitting, expectations)
     return FlowFrames(_transformed(definition, events, inputs), tagged, expectations)
 
 

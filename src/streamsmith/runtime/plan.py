@@ -28,6 +28,7 @@ from streamsmith.config import (
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path
+from streamsmith.io.schema_store import schema_dir
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
 from streamsmith.io.sources import source_class, source_for
@@ -111,6 +112,9 @@ class FlowPlan:
     outputs: tuple[Output, ...]
     streams: tuple[StreamPlan, ...] = ()
     expectations: tuple[Expectation, ...] = ()
+    # Where the versions of an evolving source's schema live (add_new_columns): the flow
+    # reads with the newest, and a field none holds adds one (runtime.schema_change).
+    schema_store: Path | None = None
 
     @property
     def input(self) -> Source:
@@ -197,6 +201,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 outputs=tuple(outputs),
                 streams=streams,
                 expectations=expectations,
+                schema_store=_schema_store(spec, app.name, definition, flow.source),
             )
         )
     if not flows:
@@ -340,6 +345,16 @@ def _event_time(app: str, definition: FlowDefinition, flow: FlowSpec) -> FlowDef
         )
     stateful = definition.stateful or rule.window is not None
     return replace(definition, event_time=rule, stateful=stateful)
+
+
+def _schema_store(
+    spec: PipelineSpec, app: str, definition: FlowDefinition, source: str
+) -> Path | None:
+    """Where the flow's source keeps its schema versions, when that schema evolves."""
+    parser = definition.prepare
+    if isinstance(parser, RecordParser) and parser.evolve:
+        return schema_dir(spec.root, app, source)
+    return None
 
 
 def _record_schemas(app: App, spec: PipelineSpec) -> App:

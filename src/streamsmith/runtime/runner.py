@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from streamsmith.io.lake import write_table
+from streamsmith.io.lake import read_table, write_table
 from streamsmith.runtime.frames import flow_frames, output_frame
-from streamsmith.runtime.plan import Plan
+from streamsmith.runtime.plan import FlowPlan, Plan
+from streamsmith.runtime.schema_change import add_new_fields
 from streamsmith.runtime.supervisor import PipelineError, QueryOutcome, RunReport, supervise
 
 __all__ = [
@@ -54,18 +55,31 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
     """
     report = BackfillReport()
     for flow in plan.flows:
-        frames = flow_frames(spark, flow, plan.root, streaming=False)
-        shared = (frames.tagged if frames.tagged is not None else frames.output).persist()
-        try:
-            for output in flow.outputs:
-                if output.role == "late":
-                    continue
-                part = output_frame(frames, output)
-                write_table(part, output.backfill_path, output.partition_by)
-                report.rows[output.table] = spark.read.parquet(str(output.backfill_path)).count()
-        finally:
-            shared.unpersist()
+        while True:
+            try:
+                report.rows.update(_backfill_flow(spark, plan, flow))
+                break
+            except Exception as exc:  # a field the schema lacks: add it, run again
+                if flow.schema_store is None or add_new_fields(flow.schema_store, str(exc)) is None:
+                    raise
     return report
+
+
+def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str, int]:
+    """One flow's batch job into its backfill tables; their row counts."""
+    rows: dict[str, int] = {}
+    frames = flow_frames(spark, flow, plan.root, streaming=False)
+    shared = (frames.tagged if frames.tagged is not None else frames.output).persist()
+    try:
+        for output in flow.outputs:
+            if output.role == "late":
+                continue
+            part = output_frame(frames, output)
+            write_table(part, output.backfill_path, output.partition_by)
+            rows[output.table] = read_table(spark, output.backfill_path).count()
+    finally:
+        shared.unpersist()
+    return rows
 
 
 def full_refresh(plan: Plan) -> list[str]:

@@ -33,6 +33,7 @@ from streamsmith.io.admission import FileLimits
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.schema_change import add_new_fields
 from streamsmith.runtime.start import Started, check_user_flows, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
@@ -188,7 +189,8 @@ class Supervisor:
             slot.tally()
             exception = query.exception()
             if exception is not None:
-                self._failed(slot, _message(exception))
+                if not self._schema_changed(slot, exception):
+                    self._failed(slot, _message(exception))
             elif not query.isActive:
                 if slot.output.trigger.terminates:
                     slot.state = "finished"
@@ -244,6 +246,27 @@ class Supervisor:
                 }
             )
         self._start_flow(flow)
+
+    def _schema_changed(self, slot: Supervised, exception: object) -> bool:
+        """Whether the query stopped at a field its source's schema lacks; if so, that
+        schema has a version with the field now, and the query starts again at once to
+        run the batch under it (see runtime.schema_change)."""
+        store = slot.flow.schema_store
+        error = str(getattr(exception, "desc", None) or exception)
+        version = add_new_fields(store, error) if store is not None else None
+        if version is None:
+            return False
+        self.monitor.record(
+            {
+                "event": "schema_change",
+                "query": slot.output.spark_name,
+                "message": f"schema version {version.version}: {version.reason}",
+            }
+        )
+        slot.query = None
+        slot.state = "restarting"
+        slot.restart_at = time.monotonic()
+        return True
 
     def _failed(self, slot: Supervised, message: str) -> None:
         message = self.monitor.log.redact(message)  # it is logged, raised and notified

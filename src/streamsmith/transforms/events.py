@@ -5,8 +5,10 @@ All pure: a frame in, a frame out, the same code for a stream and a batch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -14,6 +16,7 @@ from pyspark.sql.types import MapType, StringType, StructType
 
 from streamsmith.config import parse_duration
 from streamsmith.transforms.quarantine import (
+    NEW_FIELDS,
     POSITION,
     READ_ERROR,
     REJECT_REASON,
@@ -37,9 +40,12 @@ class RecordParser:
     schema: StructType
     required: tuple[str, ...] = ()
     rescue: bool = False
+    evolve: bool = False
 
     def __call__(self, source: DataFrame) -> DataFrame:
-        return parse_events(source, self.schema, self.required, rescue=self.rescue)
+        return parse_events(
+            source, self.schema, self.required, rescue=self.rescue, evolve=self.evolve
+        )
 
 
 def parse_events(
@@ -49,6 +55,7 @@ def parse_events(
     rules: Sequence[tuple[Column, str]] = (),
     *,
     rescue: bool = False,
+    evolve: bool = False,
 ) -> DataFrame:
     """Typed events from a source frame, tagged for quarantine.
 
@@ -61,8 +68,11 @@ def parse_events(
     With ``rescue``, nothing the schema cannot hold is lost: the top-level fields it lacks
     and the values of the wrong type go, as their JSON text, into ``_rescued_data`` (a
     JSON object with the record's ``_file_path`` and ``_position``; null for a record that
-    fits), and a value that is not JSON at all is rejected as malformed.
+    fits), and a value that is not JSON at all is rejected as malformed. ``evolve`` (which
+    rescues too) also tags each record holding top-level fields the schema lacks with
+    their names and the record (``_new_fields``), for :func:`stop_on_new_fields`.
     """
+    rescue = rescue or evolve
     names = schema.fieldNames()
     value = F.col("value").cast("string")
     if all(name in source.columns for name in names) and not rescue:
@@ -88,7 +98,52 @@ def parse_events(
     ]
     tags = [c for c in source.columns if c.startswith("_") and c not in names]
     rescued = [_rescued(names, source.columns).alias(RESCUED)] if rescue else []
+    if evolve:
+        rescued.append(_new_fields(names, source.columns).alias(NEW_FIELDS))
     return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
+
+
+def _new_fields(names: Sequence[str], columns: Sequence[str]) -> Column:
+    """The names of the record's fields the schema lacks, with the record itself (its
+    JSON, so their types can be told) and where it came from, as JSON; null when it
+    has none."""
+    known = F.array(*(F.lit(name) for name in names))
+    unknown = F.filter(F.map_keys(F.col(_FIELDS)), lambda key: ~F.array_contains(known, key))
+    where = F.col(SOURCE_FILE) if SOURCE_FILE in columns else F.lit("the source")
+    if POSITION in columns:
+        where = F.concat_ws(" at ", where, F.col(POSITION))
+    record = F.struct(
+        unknown.alias("fields"),
+        where.alias("source"),
+        F.col("value").cast("string").alias("record"),
+    )
+    return F.when(F.size(unknown) > 0, F.to_json(record))
+
+
+# How a batch holding a field the schema lacks stops its query: this text, the field's
+# JSON (see _new_fields), and the end mark, inside the query's error.
+_NEW_FIELDS_MARK = "streamsmith: new fields "
+_NEW_FIELDS_END = " :streamsmith"
+
+
+def stop_on_new_fields(events: DataFrame) -> DataFrame:
+    """``events``, failing the batch at the first record with a field its schema lacks;
+    the error carries what :func:`new_fields_in` reads, so the runtime can add the field
+    as a new schema version and run the batch again."""
+    message = F.concat(F.lit(_NEW_FIELDS_MARK), F.col(NEW_FIELDS), F.lit(_NEW_FIELDS_END))
+    stop = F.when(F.col(NEW_FIELDS).isNotNull(), F.raise_error(message)).otherwise(F.lit(True))
+    return events.where(stop)
+
+
+def new_fields_in(error: str) -> tuple[list[str], str, dict[str, Any]] | None:
+    """The new fields, where the record holding them came from, and the record, from a
+    query's error text (None when the error is another)."""
+    start = error.find(_NEW_FIELDS_MARK)
+    end = error.find(_NEW_FIELDS_END, start + 1)
+    if start < 0 or end < 0:
+        return None
+    found = json.loads(error[start + len(_NEW_FIELDS_MARK) : end])
+    return list(found["fields"]), str(found["source"]), json.loads(found["record"])
 
 
 def _rescued(names: Sequence[str], columns: Sequence[str]) -> Column:

@@ -19,7 +19,8 @@ POSITION = "_position"
 RAW = "_raw"
 READ_ERROR = "_read_error"
 REJECT_REASON = "_reject_reason"
-TAG_COLUMNS = (SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON)
+NEW_FIELDS = "_new_fields"  # fields a record holds beyond its schema (schema evolution)
+TAG_COLUMNS = (SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS)
 
 QUARANTINE_SCHEMA = StructType(
     [

@@ -1,0 +1,50 @@
+"""A source whose records gain a field (``schema_evolution: add_new_columns``).
+
+The flow reads with the newest stored schema version. A batch holding a top-level field
+that version lacks stops at its first such record (``transforms.events``), before any
+of it is committed; the supervisor then stores a new version with the field added (its
+type told from that record), and starts the query again on the same checkpoint, so the
+batch runs again under the new schema: the field becomes a column from then on, rows
+written before read it as null, and nothing in between is lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from pyspark.sql.types import StructType
+
+from streamsmith.io.schema_store import SchemaVersion, latest, record
+from streamsmith.runtime.app import Transform
+from streamsmith.schemas.inference import infer_schema
+from streamsmith.transforms.events import RecordParser, new_fields_in
+
+
+def with_current_schema(parser: Transform | None, store: Path) -> Transform | None:
+    """The flow's parser reading with the newest schema version in ``store``."""
+    current = latest(store)
+    if not isinstance(parser, RecordParser) or current is None:
+        return parser
+    return replace(parser, schema=current.schema)
+
+
+def add_new_fields(store: Path, error: str) -> SchemaVersion | None:
+    """The version that holds the new fields a query's ``error`` names (stored now, or
+    already by another run); None when the error is not about new fields."""
+    found = new_fields_in(error)
+    if found is None:
+        return None
+    names, source, values = found
+    current = latest(store)
+    known = current.schema.fieldNames() if current is not None else []
+    fresh = [name for name in names if name not in known]
+    if not fresh or current is None:
+        return current  # another run added them first: read with its version
+    added = infer_schema([(source, {name: values.get(name) for name in fresh})])
+    schema = StructType([*current.schema.fields, *added.fields])
+    reason = f"new field(s) {', '.join(fresh)} in {source}"
+    try:
+        return record(store, schema, reason, (source,))
+    except FileExistsError:  # another process stored the next version first
+        return latest(store)

@@ -1,0 +1,149 @@
+"""A feed that changes shape under ``schema_evolution: rescue``: what the schema lacks, and
+values of the wrong type, stay in the row's ``_rescued_data``; nothing is quarantined for
+that alone, and every record is in the table or the quarantine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from pyspark.sql import SparkSession
+
+from streamsmith.config import Trigger
+from streamsmith.io.lake import backfill_path, read_table, table_path
+from streamsmith.io.schema_store import schema_dir, versions
+from streamsmith.monitor.eventlog import read_events
+from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import backfill, run_pipeline
+from streamsmith.schemas.ddl import parse_schema
+from streamsmith.transforms.events import RESCUED, RecordParser
+from streamsmith.transforms.quarantine import REJECT_REASON
+
+
+def feed_project(tmp_path: Path, name: str, **source: object) -> Path:
+    """A pipeline over one inferred JSON-lines source copying it to table ``events``;
+    returns the source's input folder."""
+    spec = {
+        "name": name,
+        "storage_root": "data",
+        "sources": {"events": {"format": "jsonl", "path": "input/events", "schema": "infer",
+                               "required": ["id"], **source}},
+        "flows": {"events": {"sql": "SELECT * FROM events", "sink": {"table": "events"}}},
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    folder = tmp_path / "data/input/events"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) -> None:
+    records = [
+        ('{"id": "a", "n": 1}', 10),
+        ('{"id": "b", "n": "two", "new": {"x": [1]}}', 11),
+        ('{"id": "c", "n": null, "flag": true}', 12),
+        ('{"id": "d"', 13),
+        ('{"n": 5}', 14),
+    ]
+    frame = spark.createDataFrame(
+        [(value.encode(), "kafka://t/0", str(offset), value, None) for value, offset in records],
+        "value binary, _source_file string, _position string, _raw string, _read_error string",
+    )
+    parse = RecordParser(parse_schema("id string, n int"), ("id",), rescue=True)
+    rows = {row.id or row._raw: row for row in parse(frame).collect()}
+    assert rows["a"][RESCUED] is None and rows["a"][REJECT_REASON] is None
+    assert json.loads(rows["b"][RESCUED]) == {
+        "n": "two",
+        "new": '{"x":[1]}',
+        "_file_path": "kafka://t/0",
+        "_position": "11",
+    }
+    assert rows["b"].n is None and rows["b"][REJECT_REASON] is None  # rescued, not rejected
+    assert json.loads(rows["c"][RESCUED])["flag"] == "true"  # a JSON null is no mismatch
+    assert "n" not in json.loads(rows["c"][RESCUED])
+    assert rows['{"id": "d"'][REJECT_REASON] == "malformed JSON value"
+    assert rows['{"n": 5}'][REJECT_REASON] == "missing or invalid field id"
+
+
+def test_an_inferred_jsonl_feed_gains_a_field_and_changes_a_type(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    folder = feed_project(tmp_path, "feed", schema_evolution="rescue")
+    deliveries = [
+        [{"id": "a", "n": 1, "ts": "2026-11-25T10:00:00Z"}, {"id": "b", "n": 2}],
+        [{"id": "c", "n": 3, "city": "Oslo"}, {"id": "d", "n": "four"}, {"n": 5}],
+    ]
+    for number, records in enumerate(deliveries):
+        lines = [json.dumps(record) for record in records] + (["{broken"] if number else [])
+        (folder / f"part-{number}.jsonl").write_text("\n".join(lines) + "\n")
+        app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+        run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    root = tmp_path / "data"
+    # Inferred once, from the first delivery.
+    (version,) = versions(schema_dir(root, "feed", "events"))
+    assert version.ddl == "id string, n bigint, ts timestamp"
+    table = {row.id: row for row in read_table(spark, table_path(root, "events")).collect()}
+    assert sorted(table) == ["a", "b", "c", "d"]
+    assert table["a"][RESCUED] is None and table["a"].n == 1
+    city = json.loads(table["c"][RESCUED])
+    assert city["city"] == "Oslo" and city["_file_path"].endswith("part-1.jsonl")
+    assert json.loads(table["d"][RESCUED])["n"] == "four" and table["d"].n is None
+    rejected = read_table(spark, table_path(root, "events_quarantine")).collect()
+    assert sorted(row.reason for row in rejected) == [
+        "malformed JSON value",
+        "missing or invalid field id",
+    ]
+    # Every line is somewhere: 6 records and one broken line = 4 rows + 2 quarantined.
+    assert len(table) + len(rejected) == 6
+
+
+def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """add_new_columns (the default with ``schema: infer``): the batch that meets a new
+    field stops before it commits, a version with the field is stored, and the batch
+    runs again under it; earlier rows read the column as null."""
+    folder = feed_project(tmp_path, "grow")
+    deliveries = [
+        [{"id": "a", "n": 1}, {"id": "b", "n": 2}],
+        [{"id": "c", "n": 3, "city": "Oslo"}, {"id": "d", "n": "four", "geo": {"lat": 1.5}}],
+        [{"id": "e", "n": 5, "city": "Bergen"}],
+    ]
+    for number, records in enumerate(deliveries):
+        lines = [json.dumps(record) for record in records]
+        (folder / f"part-{number}.jsonl").write_text("\n".join(lines) + "\n")
+        app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+        run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    root = tmp_path / "data"
+    stored = versions(schema_dir(root, "grow", "events"))
+    assert [v.ddl for v in stored] == [
+        "id string, n bigint",
+        "id string, n bigint, city string",
+        "id string, n bigint, city string, geo struct<lat:double>",
+    ]
+    assert stored[1].reason == f"new field(s) city in file:{folder}/part-1.jsonl"
+    table = {row.id: row for row in read_table(spark, table_path(root, "events")).collect()}
+    assert sorted(table) == ["a", "b", "c", "d", "e"]  # each record once
+    assert (table["a"].city, table["a"].geo) == (None, None)  # older rows: null
+    assert table["c"].city == "Oslo" and table["e"].city == "Bergen"
+    assert table["d"].geo.lat == 1.5 and json.loads(table["d"][RESCUED])["n"] == "four"
+    changes = [e["message"] for e in read_events(root, "grow") if e["event"] == "schema_change"]
+    assert changes == [
+        f"schema version 1: new field(s) city in file:{folder}/part-1.jsonl",
+        f"schema version 2: new field(s) geo in file:{folder}/part-1.jsonl",
+    ]
+    restarts = [e for e in read_events(root, "grow") if e["event"] in ("failure", "gave_up")]
+    assert restarts == []  # a schema change is not a failure
+
+    # A backfill over the same files (one more field in a new one) adds its version the
+    # same way, and equals the stream's table under the newest schema.
+    (folder / "part-3.jsonl").write_text(json.dumps({"id": "f", "n": 6, "k": [1]}) + "\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    report = backfill(spark, build_plan(app, pipeline))
+    assert report.rows == {"events": 6, "events_quarantine": 0}
+    assert versions(schema_dir(root, "grow", "events"))[-1].ddl.endswith("k array<bigint>")
+    run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    streamed = read_table(spark, table_path(root, "events"))
+    batch = read_table(spark, backfill_path(root, "events"))
+    assert sorted(map(str, streamed.collect())) == sorted(map(str, batch.collect()))

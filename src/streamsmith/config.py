@@ -230,11 +230,12 @@ class SourceSpec(StrictModel):
         description='with schema: infer, DDL of the fields whose type you decide, e.g. "amount '
         'decimal(12,2)"',
     )
-    schema_evolution: Literal["add_new_columns", "rescue"] | None = Field(
+    schema_evolution: Literal["add_new_columns", "rescue", "fail_on_new_columns"] | None = Field(
         default=None,
         description="add_new_columns (the default with schema: infer): a new field becomes a "
         "new schema version and column; rescue: fields the schema lacks, and values of the "
-        "wrong type, go as JSON into the _rescued_data column (jsonl files, Kafka JSON values)",
+        "wrong type, go as JSON into the _rescued_data column; fail_on_new_columns: a new "
+        "field stops the flow, naming it (jsonl files, Kafka JSON values)",
     )
     required: tuple[str, ...] = Field(
         default=(), description="fields a record must have, else it is quarantined"
@@ -273,10 +274,11 @@ class SourceSpec(StrictModel):
                 "schema_evolution: add_new_columns adds fields to an inferred schema: set "
                 "schema: infer (a DDL schema can keep what it lacks with rescue)"
             )
-        if self.schema_evolution == "rescue" and not json_values:
+        if self.schema_evolution is not None and not json_values:
             raise ValueError(
-                "schema_evolution: rescue keeps what the schema lacks from the raw JSON: it "
-                "needs jsonl files, or Kafka values decoded by the flow (not valueFormat=json)"
+                f"schema_evolution: {self.schema_evolution} tells what the schema lacks from "
+                "the raw JSON: it needs jsonl files, or Kafka values decoded by the flow (not "
+                "valueFormat=json)"
             )
         if self.is_file_source:
             if not self.path:

@@ -5,8 +5,10 @@ that alone, and every record is in the table or the quarantine."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 import yaml
 from pyspark.sql import SparkSession
 
@@ -16,7 +18,7 @@ from streamsmith.io.schema_store import schema_dir, versions
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import build_plan
-from streamsmith.runtime.runner import backfill, run_pipeline
+from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.schemas.ddl import parse_schema
 from streamsmith.transforms.events import RESCUED, RecordParser
 from streamsmith.transforms.quarantine import REJECT_REASON
@@ -147,3 +149,23 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     streamed = read_table(spark, table_path(root, "events"))
     batch = read_table(spark, backfill_path(root, "events"))
     assert sorted(map(str, streamed.collect())) == sorted(map(str, batch.collect()))
+
+
+def test_fail_on_new_columns_stops_the_flow_naming_the_field(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    folder = feed_project(
+        tmp_path, "strict", schema="id string, n bigint", schema_evolution="fail_on_new_columns"
+    )
+    lines = [{"id": "a", "n": 1}, {"id": "b", "n": "two"}, {"id": "c", "n": 3, "city": "Oslo"}]
+    (folder / "part-0.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    expected = f"new field(s) city in file:{folder}/part-0.jsonl, which the schema lacks"
+    with pytest.raises(PipelineError, match=re.escape(expected)):
+        run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    root = tmp_path / "data"
+    gave_up = [e for e in read_events(root, "strict") if e["event"] == "gave_up"]
+    assert len(gave_up) == 1 and expected in gave_up[0]["message"]  # at once, no retries
+    assert not list(table_path(root, "events").glob("*.parquet"))  # the batch never committed
+    with pytest.raises(PipelineError, match="flow events: new field.* fail_on_new_columns"):
+        backfill(spark, build_plan(app, pipeline))

@@ -107,7 +107,7 @@ def test_schema_show_prints_each_version_without_spark(tmp_path: Path) -> None:
         ({"format": "csv"}, "schema: infer samples jsonl files"),
         ({"schema": "k string"}, "schema_hints go with schema: infer"),
         ({"schema": "k string", "schema_hints": None, "format": "csv"},
-         "schema_evolution: rescue keeps what the schema lacks"),
+         "schema_evolution: rescue tells what the schema lacks"),
         ({"schema_hints": "k"}, "sources.events.schema_hints"),
         ({"path": "input/none"}, "sources.events.schema: infer: no input to infer the schema"),
     ],

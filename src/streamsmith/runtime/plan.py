@@ -113,7 +113,8 @@ class FlowPlan:
     streams: tuple[StreamPlan, ...] = ()
     expectations: tuple[Expectation, ...] = ()
     # Where the versions of an evolving source's schema live (add_new_columns): the flow
-    # reads with the newest, and a field none holds adds one (runtime.schema_change).
+    # reads with the newest, and a field none holds adds one (runtime.schema_change);
+    # None for any other source (with fail_on_new_columns, a new field stops the flow).
     schema_store: Path | None = None
 
     @property
@@ -201,7 +202,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 outputs=tuple(outputs),
                 streams=streams,
                 expectations=expectations,
-                schema_store=_schema_store(spec, app.name, definition, flow.source),
+                schema_store=_schema_store(spec, app.name, flow.source),
             )
         )
     if not flows:
@@ -347,12 +348,9 @@ def _event_time(app: str, definition: FlowDefinition, flow: FlowSpec) -> FlowDef
     return replace(definition, event_time=rule, stateful=stateful)
 
 
-def _schema_store(
-    spec: PipelineSpec, app: str, definition: FlowDefinition, source: str
-) -> Path | None:
-    """Where the flow's source keeps its schema versions, when that schema evolves."""
-    parser = definition.prepare
-    if isinstance(parser, RecordParser) and parser.evolve:
+def _schema_store(spec: PipelineSpec, app: str, source: str) -> Path | None:
+    """Where the flow's source keeps its schema versions, when new fields add to them."""
+    if spec.sources[source].evolution == "add_new_columns":
         return schema_dir(spec.root, app, source)
     return None
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from streamsmith.io.lake import read_table, write_table
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
-from streamsmith.runtime.schema_change import add_new_fields
+from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
 from streamsmith.runtime.supervisor import PipelineError, QueryOutcome, RunReport, supervise
 
 __all__ = [
@@ -59,7 +59,10 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
             try:
                 report.rows.update(_backfill_flow(spark, plan, flow))
                 break
-            except Exception as exc:  # a field the schema lacks: add it, run again
+            except Exception as exc:  # a field the schema lacks: add it and run again
+                refused = refused_new_fields(str(exc))
+                if flow.schema_store is None and refused is not None:
+                    raise PipelineError(f"flow {flow.name}: {refused}") from None
                 if flow.schema_store is None or add_new_fields(flow.schema_store, str(exc)) is None:
                     raise
     return report

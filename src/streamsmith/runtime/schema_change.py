@@ -29,6 +29,20 @@ def with_current_schema(parser: Transform | None, store: Path) -> Transform | No
     return replace(parser, schema=current.schema)
 
 
+def refused_new_fields(error: str) -> str | None:
+    """What to tell the user when a flow that may not gain fields met one
+    (``fail_on_new_columns``); None when ``error`` is another."""
+    found = new_fields_in(error)
+    if found is None:
+        return None
+    names, source, _ = found
+    return (
+        f"new field(s) {', '.join(names)} in {source}, which the schema lacks; "
+        "schema_evolution: fail_on_new_columns stops the flow: add them to the schema, or "
+        "choose add_new_columns or rescue"
+    )
+
+
 def add_new_fields(store: Path, error: str) -> SchemaVersion | None:
     """The version that holds the new fields a query's ``error`` names (stored now, or
     already by another run); None when the error is not about new fields."""

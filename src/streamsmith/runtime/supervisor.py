@@ -33,7 +33,7 @@ from streamsmith.io.admission import FileLimits
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
-from streamsmith.runtime.schema_change import add_new_fields
+from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
 from streamsmith.runtime.start import Started, check_user_flows, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,10 @@ class Supervisor:
             slot.tally()
             exception = query.exception()
             if exception is not None:
-                if not self._schema_changed(slot, exception):
+                refused = refused_new_fields(str(getattr(exception, "desc", None) or exception))
+                if slot.flow.schema_store is None and refused is not None:
+                    self._failed(slot, refused, retry=False)  # the same batch would fail again
+                elif not self._schema_changed(slot, exception):
                     self._failed(slot, _message(exception))
             elif not query.isActive:
                 if slot.output.trigger.terminates:
@@ -268,9 +271,9 @@ class Supervisor:
         slot.restart_at = time.monotonic()
         return True
 
-    def _failed(self, slot: Supervised, message: str) -> None:
+    def _failed(self, slot: Supervised, message: str, *, retry: bool = True) -> None:
         message = self.monitor.log.redact(message)  # it is logged, raised and notified
-        slot.failures += 1
+        slot.failures += 1 if retry else self.spec.max_retries + 1
         slot.query = None
         slot.error = message
         name = slot.output.spark_name

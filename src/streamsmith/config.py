@@ -257,11 +257,6 @@ class SourceSpec(StrictModel):
     def _fits_its_format(self) -> SourceSpec:
         if self.schema_hints is not None and self.record_schema != INFER:
             raise ValueError("schema_hints go with schema: infer (a DDL schema says every type)")
-        if self.record_schema == INFER and self.format != "jsonl":
-            raise ValueError(
-                "schema: infer samples jsonl files (Kafka and other formats: give the schema "
-                "as DDL)"
-            )
         json_values = self.format == "jsonl" or (
             self.format == "kafka"
             and str(
@@ -269,6 +264,11 @@ class SourceSpec(StrictModel):
             ).lower()
             != "json"
         )
+        if self.record_schema == INFER and not json_values:
+            raise ValueError(
+                "schema: infer samples JSON: jsonl files, or Kafka values the flow decodes "
+                "(not valueFormat=json); other formats: give the schema as DDL"
+            )
         if self.schema_evolution == "add_new_columns" and self.record_schema != INFER:
             raise ValueError(
                 "schema_evolution: add_new_columns adds fields to an inferred schema: set "

@@ -30,7 +30,15 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import INFER, FlowSpec, PipelineSpec, load_spec
 from streamsmith.errors import UserError
-from streamsmith.io.schema_store import inferred_schema, schema_dir
+from streamsmith.io.kafka.client import KafkaSourceError
+from streamsmith.io.schema_store import (
+    SAMPLE_RECORDS,
+    InputSample,
+    file_sample,
+    inferred_schema,
+    schema_dir,
+)
+from streamsmith.io.sources.kafka import kafka_sample
 from streamsmith.loading import load_callable, load_module
 from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.app import App, FlowDefinition, Transform
@@ -376,11 +384,16 @@ def _inferred(spec: PipelineSpec, source: str, where: str) -> StructType:
     declared = spec.sources[source]
     hints = _record_schema(declared.schema_hints, f"{where}: sources.{source}.schema_hints")
     folder = spec.source_path(source)
-    assert folder is not None  # infer is for file sources (the spec model checks)
+
+    def take_sample() -> InputSample:
+        if folder is not None:
+            return file_sample(folder, declared.glob)
+        return kafka_sample(spec.kafka_options(declared.options), SAMPLE_RECORDS)
+
     try:
         store = schema_dir(spec.root, spec.app, source)
-        return inferred_schema(store, folder, declared.glob, hints).schema
-    except InferenceError as exc:
+        return inferred_schema(store, take_sample, hints).schema
+    except (InferenceError, KafkaSourceError) as exc:
         raise UserError(f"{where}: sources.{source}.schema: infer: {exc}") from None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from pyspark.sql import SparkSession
 
 from streamsmith.config import Trigger
+from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import backfill_path, read_table, table_path
 from streamsmith.io.schema_store import schema_dir, versions
 from streamsmith.monitor.eventlog import read_events
@@ -22,6 +24,8 @@ from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.schemas.ddl import parse_schema
 from streamsmith.transforms.events import RESCUED, RecordParser
 from streamsmith.transforms.quarantine import REJECT_REASON
+
+Produce = Callable[..., None]
 
 
 def feed_project(tmp_path: Path, name: str, **source: object) -> Path:
@@ -169,3 +173,35 @@ def test_fail_on_new_columns_stops_the_flow_naming_the_field(
     assert not list(table_path(root, "events").glob("*.parquet"))  # the batch never committed
     with pytest.raises(PipelineError, match="flow events: new field.* fail_on_new_columns"):
         backfill(spark, build_plan(app, pipeline))
+
+
+def test_a_kafka_source_infers_its_schema_and_gains_a_field(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
+) -> None:
+    """``schema: infer`` on Kafka samples the topic's first values; a value with a new
+    field adds a version (named by its partition and offset) and a column."""
+    spec = {
+        "name": "stream",
+        "storage_root": "data",
+        "trigger": "available-now",
+        "sources": {"events": {"format": "kafka", "schema": "infer", "required": ["id"],
+                               "options": {"kafka.bootstrap.servers": broker.bootstrap,
+                                           "subscribe": topic, "startingOffsets": "earliest"}}},
+        "flows": {"events": {"sql": "SELECT * FROM events", "sink": {"table": "events"}}},
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    produce(topic, [json.dumps({"id": f"k{i}", "n": i}).encode() for i in range(6)])
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    run_pipeline(spark, build_plan(app, pipeline))
+    produce(topic, [json.dumps({"id": "k6", "n": 6, "tag": "new"}).encode(), b"[1, 2]"])
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    run_pipeline(spark, build_plan(app, pipeline))
+    root = tmp_path / "data"
+    stored = versions(schema_dir(root, "stream", "events"))
+    assert [v.ddl for v in stored] == ["id string, n bigint", "id string, n bigint, tag string"]
+    assert stored[0].sample == tuple(f"{topic}-{p}" for p in range(3))
+    assert stored[1].reason.startswith(f"new field(s) tag in kafka://{topic}/")
+    table = {row.id: row.tag for row in read_table(spark, table_path(root, "events")).collect()}
+    assert table == {**{f"k{i}": None for i in range(6)}, "k6": "new"}
+    rejected = read_table(spark, table_path(root, "events_quarantine")).collect()
+    assert [(row.reason, row.raw) for row in rejected] == [("malformed JSON value", "[1, 2]")]

@@ -14,7 +14,14 @@ from typer.testing import CliRunner
 
 from streamsmith.cli import cli
 from streamsmith.errors import UserError
-from streamsmith.io.schema_store import inferred_schema, record, schema_dir, to_ddl, versions
+from streamsmith.io.schema_store import (
+    file_sample,
+    inferred_schema,
+    record,
+    schema_dir,
+    to_ddl,
+    versions,
+)
 from streamsmith.pipelines import load_pipeline
 from streamsmith.schemas.ddl import parse_schema
 from streamsmith.schemas.inference import InferenceError, infer_schema
@@ -65,18 +72,19 @@ def test_versions_are_stored_once_and_read_back(tmp_path: Path) -> None:
     with gzip.open(folder / "b.jsonl.gz", "wt") as zipped:
         zipped.write('{"user": "u2", "n": 2.5, "ts": "2026-11-25T10:00:00Z"}\n')
     store = schema_dir(tmp_path, "app", "clicks")
-    first = inferred_schema(store, folder, None, None)
+    first = inferred_schema(store, lambda: file_sample(folder, None), None)
     assert (first.version, first.ddl) == (0, "user string, n double, ts timestamp")
     assert first.sample == (str(folder / "a.jsonl"), str(folder / "b.jsonl.gz"))
     (folder / "c.jsonl").write_text('{"user": "u3", "other": true}\n')
-    assert inferred_schema(store, folder, None, None) == first  # stored, not inferred again
+    assert inferred_schema(store, lambda: file_sample(folder, None), None) == first  # stored
     second = record(store, parse_schema("user string"), "by hand")
     assert [v.version for v in versions(store)] == [0, 1]
-    assert inferred_schema(store, folder, None, None) == second
+    assert inferred_schema(store, lambda: file_sample(folder, None), None) == second
     with pytest.raises(InferenceError, match="no input to infer the schema from"):
-        inferred_schema(tmp_path / "none", tmp_path / "empty", None, None)
+        inferred_schema(tmp_path / "none", lambda: file_sample(tmp_path / "empty", None), None)
     with pytest.raises(InferenceError, match="schema_hints name field.* nope, which no sampled"):
-        inferred_schema(tmp_path / "other", folder, None, parse_schema("nope int"))
+        hint = parse_schema("nope int")
+        inferred_schema(tmp_path / "other", lambda: file_sample(folder, None), hint)
 
 
 SPEC = {
@@ -104,7 +112,7 @@ def test_schema_show_prints_each_version_without_spark(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"format": "csv"}, "schema: infer samples jsonl files"),
+        ({"format": "csv"}, "schema: infer samples JSON: jsonl files, or Kafka values"),
         ({"schema": "k string"}, "schema_hints go with schema: infer"),
         ({"schema": "k string", "schema_hints": None, "format": "csv"},
          "schema_evolution: rescue tells what the schema lacks"),

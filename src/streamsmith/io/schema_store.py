@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,22 +112,32 @@ SAMPLE_FILES = 50
 SAMPLE_RECORDS = 5_000
 
 
+@dataclass(frozen=True)
+class InputSample:
+    """What ``schema: infer`` read: the records (each with where it was read), what they
+    came from (files, topic partitions), and where the input is, for errors."""
+
+    records: list[tuple[str, Any]]
+    read_from: tuple[str, ...]
+    place: str
+
+
 def inferred_schema(
-    store: Path, folder: Path, glob: str | None, hints: StructType | None
+    store: Path, take_sample: Callable[[], InputSample], hints: StructType | None
 ) -> SchemaVersion:
     """The newest schema stored in ``store``, or, before its first version, one inferred
-    from a sample of the JSON-lines files in ``folder`` and stored as version 0. Raises
+    from ``take_sample()`` and stored as version 0. Raises
     :class:`~streamsmith.schemas.inference.InferenceError` when the sample cannot decide."""
     stored = latest(store)
     if stored is not None:
         return stored
-    files = _sample_files(folder, glob)
-    if not files:
+    sample = take_sample()
+    if not sample.records:
         raise InferenceError(
-            f"no input to infer the schema from in {folder}: deliver some files first, or "
+            f"no input to infer the schema from in {sample.place}: deliver some first, or "
             "give the schema as DDL"
         )
-    schema = infer_schema(_records(files))
+    schema = infer_schema(sample.records)
     if hints is not None:
         unknown = [name for name in hints.fieldNames() if name not in schema.fieldNames()]
         if unknown:
@@ -136,13 +146,32 @@ def inferred_schema(
                 f"holds (sampled: {', '.join(schema.fieldNames())})"
             )
         schema = apply_hints(schema, hints)
-    sample = tuple(str(path) for path in files)
     try:
-        return record(store, schema, "inferred from the first input", sample)
+        return record(store, schema, "inferred from the first input", sample.read_from)
     except FileExistsError:  # another process stored version 0 first: read with it
         winner = latest(store)
         assert winner is not None
         return winner
+
+
+def file_sample(folder: Path, glob: str | None) -> InputSample:
+    """The first JSON-lines files of ``folder`` by name (gzipped or not): up to
+    SAMPLE_FILES files and SAMPLE_RECORDS records."""
+    files = _sample_files(folder, glob)
+    return InputSample(list(_records(files)), tuple(str(f) for f in files), str(folder))
+
+
+def value_sample(values: list[tuple[str, bytes]], place: str) -> InputSample:
+    """Records from JSON values (Kafka's), each with where it was read; a value that does
+    not parse is left to the run, which quarantines it."""
+    records = []
+    for where, value in values:
+        try:
+            records.append((where, json.loads(value)))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+    read_from = tuple(dict.fromkeys(where.rpartition("@")[0] for where, _ in values))
+    return InputSample(records, read_from, place)
 
 
 def _sample_files(folder: Path, glob: str | None) -> list[Path]:

@@ -179,3 +179,44 @@ def ensure_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 
             return False
         raise KafkaSourceError(f"cannot create topic {name!r} on {bootstrap}: {exc}") from None
     return True
+
+
+def sample_values(
+    kafka_conf: Mapping[str, str], subscription: Subscription, limit: int, timeout_s: float = 30.0
+) -> list[tuple[str, bytes]]:
+    """Up to ``limit`` record values from the start of the subscribed partitions, each
+    with where it was read (``topic-partition@offset``): the sample ``schema: infer``
+    decides a Kafka source's schema from. Reads what the broker holds now, never waits
+    for more."""
+    metadata = BrokerMetadata(kafka_conf, timeout_s)
+    try:
+        partitions = metadata.partitions(subscription)
+        start, end = metadata.earliest(partitions), metadata.latest(partitions)
+    finally:
+        metadata.close()
+    pending = {tp: end[tp] for tp in partitions if end[tp] > start[tp]}
+    if not pending:
+        return []
+    consumer = Consumer(consumer_config(kafka_conf))
+    values: list[tuple[str, bytes]] = []
+    try:
+        consumer.assign([KafkaTopicPartition(t, p, start[(t, p)]) for t, p in pending])
+        deadline = time.monotonic() + timeout_s
+        while pending and len(values) < limit and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            tp = (str(message.topic()), int(message.partition() or 0))
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    pending.pop(tp, None)
+                    continue
+                raise KafkaSourceError(f"reading a sample of {tp[0]}-{tp[1]}: {error.str()}")
+            offset = int(message.offset() or 0)
+            if offset + 1 >= pending.get(tp, 0):
+                pending.pop(tp, None)
+            values.append((f"{tp[0]}-{tp[1]}@{offset}", message.value() or b""))
+    finally:
+        consumer.close()
+    return values

@@ -5,6 +5,7 @@ topic and partition, the offset, the raw value."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -12,8 +13,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamsmith import jvm
-from streamsmith.config import SourceSpec
-from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.config import ConfValue, SourceSpec
+from streamsmith.io.kafka.client import sample_values
+from streamsmith.io.kafka.source import SOURCE_NAME, parse_options, register_kafka_source
+from streamsmith.io.schema_store import InputSample, value_sample
 from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
 
@@ -126,3 +129,11 @@ def read_kafka(
     if set(fields) & set(with_lineage.columns):
         return with_lineage  # a field named like a Kafka column: transforms use json.<field>
     return with_lineage.select("*", *(F.col("json")[name].alias(name) for name in fields))
+
+
+def kafka_sample(options: Mapping[str, ConfValue], limit: int) -> InputSample:
+    """The first ``limit`` values of the topics a Kafka source's ``options`` subscribe
+    to, as records for ``schema: infer``."""
+    parsed = parse_options({k: str(v) for k, v in options.items()}, streaming=True)
+    values = sample_values(parsed.kafka_conf, parsed.subscription, limit)
+    return value_sample(values, f"{parsed.subscription.describe()} on {parsed.servers}")

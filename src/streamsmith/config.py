@@ -459,7 +459,7 @@ class SmtpSpec(StrictModel):
     starttls: bool = False
 
 
-NotifyEvent = Literal["failure", "restart", "gave_up", "alert"]
+NotifyEvent = Literal["failure", "restart", "gave_up", "alert", "schema_change"]
 
 
 class NotifySpec(StrictModel):
@@ -475,7 +475,8 @@ class NotifySpec(StrictModel):
     timeout: str = Field(default="5s", description="the longest wait for one delivery")
     retries: int = Field(default=3, ge=0, description="further attempts of a failed delivery")
     events: tuple[NotifyEvent, ...] = Field(
-        default=("failure", "restart", "gave_up", "alert"), description="what is notified"
+        default=("failure", "restart", "gave_up", "alert", "schema_change"),
+        description="what is notified",
     )
 
     @field_validator("timeout")

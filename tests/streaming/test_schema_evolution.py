@@ -24,6 +24,7 @@ from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.schemas.ddl import parse_schema
 from streamsmith.transforms.events import RESCUED, RecordParser
 from streamsmith.transforms.quarantine import REJECT_REASON
+from streamsmith.web.server import Dashboard
 
 Produce = Callable[..., None]
 
@@ -141,6 +142,8 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     ]
     restarts = [e for e in read_events(root, "grow") if e["event"] in ("failure", "gave_up")]
     assert restarts == []  # a schema change is not a failure
+    incidents = json.dumps(Dashboard(root).data(), default=str)  # shown, as alerts are
+    assert "schema version 2: new field(s) geo" in incidents
 
     # A backfill over the same files (one more field in a new one) adds its version the
     # same way, and equals the stream's table under the newest schema.

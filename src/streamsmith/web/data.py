@@ -24,7 +24,15 @@ SERIES = (
     "late",
     "input_rows",
 )
-INCIDENTS = ("alert", "failure", "restart", "gave_up", "notify_failed", "monitor_error")
+INCIDENTS = (
+    "alert",
+    "failure",
+    "restart",
+    "gave_up",
+    "schema_change",
+    "notify_failed",
+    "monitor_error",
+)
 MAX_POINTS = 500  # per query: the latest batches
 MAX_INCIDENTS = 100
 

@@ -50,6 +50,7 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
         ('{"id": "a", "n": 1}', 10),
         ('{"id": "b", "n": "two", "new": {"x": [1]}}', 11),
         ('{"id": "c", "n": null, "flag": true}', 12),
+        ('{"id": "e", "n": 2, "geo": {"lat": 1, "lon": 2}}', 15),
         ('{"id": "d"', 13),
         ('{"n": 5}', 14),
     ]
@@ -57,7 +58,8 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
         [(value.encode(), "kafka://t/0", str(offset), value, None) for value, offset in records],
         "value binary, _source_file string, _position string, _raw string, _read_error string",
     )
-    parse = RecordParser(parse_schema("id string, n int"), ("id",), rescue=True)
+    parse = RecordParser(parse_schema("id string, n int, geo struct<lat: int>"), ("id",),
+                         rescue=True)  # fmt: skip
     rows = {row.id or row._raw: row for row in parse(frame).collect()}
     assert rows["a"][RESCUED] is None and rows["a"][REJECT_REASON] is None
     assert json.loads(rows["b"][RESCUED]) == {
@@ -69,6 +71,7 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
     assert rows["b"].n is None and rows["b"][REJECT_REASON] is None  # rescued, not rejected
     assert json.loads(rows["c"][RESCUED])["flag"] == "true"  # a JSON null is no mismatch
     assert "n" not in json.loads(rows["c"][RESCUED])
+    assert json.loads(rows["e"][RESCUED])["geo.lon"] == "2"  # nested, by its path
     assert rows['{"id": "d"'][REJECT_REASON] == "malformed JSON value"
     assert rows['{"n": 5}'][REJECT_REASON] == "missing or invalid field id"
 
@@ -115,7 +118,7 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     deliveries = [
         [{"id": "a", "n": 1}, {"id": "b", "n": 2}],
         [{"id": "c", "n": 3, "city": "Oslo"}, {"id": "d", "n": "four", "geo": {"lat": 1.5}}],
-        [{"id": "e", "n": 5, "city": "Bergen"}],
+        [{"id": "e", "n": 5, "city": "Bergen", "geo": {"lat": 2.5, "alt": 10}}],
     ]
     for number, records in enumerate(deliveries):
         lines = [json.dumps(record) for record in records]
@@ -128,6 +131,7 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
         "id string, n bigint",
         "id string, n bigint, city string",
         "id string, n bigint, city string, geo struct<lat:double>",
+        "id string, n bigint, city string, geo struct<lat:double,alt:bigint>",
     ]
     assert stored[1].reason == f"new field(s) city in file:{folder}/part-1.jsonl"
     table = {row.id: row for row in read_table(spark, table_path(root, "events")).collect()}
@@ -135,10 +139,12 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     assert (table["a"].city, table["a"].geo) == (None, None)  # older rows: null
     assert table["c"].city == "Oslo" and table["e"].city == "Bergen"
     assert table["d"].geo.lat == 1.5 and json.loads(table["d"][RESCUED])["n"] == "four"
+    assert (table["e"].geo.alt, table["d"].geo.alt) == (10, None)  # a struct that grew
     changes = [e["message"] for e in read_events(root, "grow") if e["event"] == "schema_change"]
     assert changes == [
         f"schema version 1: new field(s) city in file:{folder}/part-1.jsonl",
         f"schema version 2: new field(s) geo in file:{folder}/part-1.jsonl",
+        f"schema version 3: new field(s) geo.alt in file:{folder}/part-2.jsonl",
     ]
     restarts = [e for e in read_events(root, "grow") if e["event"] in ("failure", "gave_up")]
     assert restarts == []  # a schema change is not a failure

@@ -140,3 +140,15 @@ def test_add_new_columns_evolves_an_inferred_schema_only(tmp_path: Path) -> None
     (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(document))
     with pytest.raises(UserError, match="add_new_columns adds fields to an inferred schema"):
         load_pipeline(tmp_path / "streamsmith.yml")
+
+
+def test_new_fields_are_added_where_they_appeared_keeping_known_types() -> None:
+    from streamsmith.schemas.inference import with_new_fields
+
+    schema = parse_schema("id string, geo struct<lat: double>")
+    record = {"id": 7, "geo": {"lat": 1.5, "lon": 2, "at": {"city": "Oslo"}}, "t": [1, "x"]}
+    grown = with_new_fields(schema, record, ["geo.lon", "geo.at.city", "t"])
+    assert to_ddl(grown) == (
+        "id string, geo struct<lat:double,lon:bigint,at:struct<city:string>>, t string"
+    )
+    assert with_new_fields(grown, record, ["geo.lon"]) == grown  # there already

@@ -13,11 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from pyspark.sql.types import StructType
-
 from streamsmith.io.schema_store import SchemaVersion, latest, record
 from streamsmith.runtime.app import Transform
-from streamsmith.schemas.inference import infer_schema
+from streamsmith.schemas.inference import with_new_fields
 from streamsmith.transforms.events import RecordParser, new_fields_in
 
 
@@ -51,13 +49,12 @@ def add_new_fields(store: Path, error: str) -> SchemaVersion | None:
         return None
     names, source, values = found
     current = latest(store)
-    known = current.schema.fieldNames() if current is not None else []
-    fresh = [name for name in names if name not in known]
-    if not fresh or current is None:
+    if current is None:
+        return None
+    schema = with_new_fields(current.schema, values, names)
+    if schema == current.schema:
         return current  # another run added them first: read with its version
-    added = infer_schema([(source, {name: values.get(name) for name in fresh})])
-    schema = StructType([*current.schema.fields, *added.fields])
-    reason = f"new field(s) {', '.join(fresh)} in {source}"
+    reason = f"new field(s) {', '.join(names)} in {source}"
     try:
         return record(store, schema, reason, (source,))
     except FileExistsError:  # another process stored the next version first

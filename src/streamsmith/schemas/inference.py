@@ -153,3 +153,45 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "null" if value is None else f"a {type(value).__name__}"
+
+
+def with_new_fields(
+    schema: StructType, record: Mapping[str, Any], paths: Iterable[str]
+) -> StructType:
+    """``schema`` with the fields at ``paths`` (dotted for nested structs) added, typed
+    from their values in ``record``; a value no single type holds (an array of mixed
+    kinds) is kept as a ``string``. Fields already there keep their type."""
+    result = schema
+    for path in paths:
+        parts = path.split(".")
+        value: Any = record
+        for part in parts:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        try:
+            kind = _type_of_value(value, path)
+        except InferenceError:
+            kind = StringType()
+        result = _added(result, parts, kind)
+    return result
+
+
+def _type_of_value(value: Any, where: str) -> DataType:
+    seen = _Seen()
+    _merge(seen, value, where, where)
+    return _type_of(seen)
+
+
+def _added(schema: StructType, parts: list[str], kind: DataType) -> StructType:
+    """``schema`` with ``kind`` at the path ``parts``, creating the structs on the way."""
+    head, rest = parts[0], parts[1:]
+    fields = list(schema.fields)
+    for index, existing in enumerate(fields):
+        if existing.name != head:
+            continue
+        if rest and isinstance(existing.dataType, StructType):
+            fields[index] = StructField(head, _added(existing.dataType, rest, kind))
+        return StructType(fields)  # already there: keep its type
+    inner: DataType = kind
+    for name in reversed(rest):
+        inner = StructType([StructField(name, inner)])
+    return StructType([*fields, StructField(head, inner)])

@@ -97,18 +97,35 @@ def parse_events(
         *rules,
     ]
     tags = [c for c in source.columns if c.startswith("_") and c not in names]
-    rescued = [_rescued(names, source.columns).alias(RESCUED)] if rescue else []
+    rescued = [_rescued(schema, source.columns).alias(RESCUED)] if rescue else []
     if evolve:
-        rescued.append(_new_fields(names, source.columns).alias(NEW_FIELDS))
+        rescued.append(_new_fields(schema, source.columns).alias(NEW_FIELDS))
     return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
 
 
-def _new_fields(names: Sequence[str], columns: Sequence[str]) -> Column:
-    """The names of the record's fields the schema lacks, with the record itself (its
-    JSON, so their types can be told) and where it came from, as JSON; null when it
-    has none."""
-    known = F.array(*(F.lit(name) for name in names))
-    unknown = F.filter(F.map_keys(F.col(_FIELDS)), lambda key: ~F.array_contains(known, key))
+def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:
+    """The members of a JSON object (``fields``: its map of JSON texts) that ``schema``
+    lacks, at any depth of nested structs, keyed by their dotted path."""
+    known = F.array(*(F.lit(name) for name in schema.fieldNames()))
+    found = [
+        F.transform_keys(
+            F.map_filter(fields, lambda k, _: ~F.array_contains(known, k)),
+            lambda k, _: F.concat(F.lit(prefix), k),
+        )
+    ]
+    for field in schema.fields:
+        if isinstance(field.dataType, StructType):
+            inner = F.from_json(fields[field.name], MapType(StringType(), StringType()))
+            found.append(_unknown(inner, field.dataType, f"{prefix}{field.name}."))
+    empty = F.create_map().cast(MapType(StringType(), StringType()))
+    return F.map_concat(*(F.coalesce(m, empty) for m in found))
+
+
+def _new_fields(schema: StructType, columns: Sequence[str]) -> Column:
+    """The paths of the record's fields the schema lacks (nested ones dotted), with the
+    record itself (its JSON, so their types can be told) and where it came from, as
+    JSON; null when it has none."""
+    unknown = F.map_keys(_unknown(F.col(_FIELDS), schema))
     where = F.col(SOURCE_FILE) if SOURCE_FILE in columns else F.lit("the source")
     if POSITION in columns:
         where = F.concat_ws(" at ", where, F.col(POSITION))
@@ -146,18 +163,16 @@ def new_fields_in(error: str) -> tuple[list[str], str, dict[str, Any]] | None:
     return list(found["fields"]), str(found["source"]), json.loads(found["record"])
 
 
-def _rescued(names: Sequence[str], columns: Sequence[str]) -> Column:
-    """The record's fields the schema lacks or could not type, as a JSON object of their
-    JSON texts with where the record came from; null when there are none."""
+def _rescued(schema: StructType, columns: Sequence[str]) -> Column:
+    """The record's fields the schema lacks (nested ones by dotted path) or could not
+    type, as a JSON object of their JSON texts with where the record came from; null
+    when there are none."""
     fields = F.col(_FIELDS)
-    known = F.array(*(F.lit(name) for name in names))
     untyped = F.array_compact(
-        F.array(*(F.when(F.col(name).isNull(), F.lit(name)) for name in names))
+        F.array(*(F.when(F.col(name).isNull(), F.lit(name)) for name in schema.fieldNames()))
     )
-    kept = F.map_filter(
-        fields,
-        lambda k, v: ~F.array_contains(known, k) | (v.isNotNull() & F.array_contains(untyped, k)),
-    )
+    mistyped = F.map_filter(fields, lambda k, v: v.isNotNull() & F.array_contains(untyped, k))
+    kept = F.map_concat(_unknown(fields, schema), mistyped)
     lineage = [
         F.create_map(F.lit(key), F.col(column).cast("string"))
         for key, column in (("_file_path", SOURCE_FILE), ("_position", POSITION))

@@ -230,12 +230,15 @@ class SourceSpec(StrictModel):
         description='with schema: infer, DDL of the fields whose type you decide, e.g. "amount '
         'decimal(12,2)"',
     )
-    schema_evolution: Literal["add_new_columns", "rescue", "fail_on_new_columns"] | None = Field(
-        default=None,
-        description="add_new_columns (the default with schema: infer): a new field becomes a "
-        "new schema version and column; rescue: fields the schema lacks, and values of the "
-        "wrong type, go as JSON into the _rescued_data column; fail_on_new_columns: a new "
-        "field stops the flow, naming it (jsonl files, Kafka JSON values)",
+    schema_evolution: Literal["add_new_columns", "rescue", "fail_on_new_columns", "none"] | None = (
+        Field(
+            default=None,
+            description="add_new_columns (the default with schema: infer): a new field becomes a "
+            "new schema version and column; rescue: fields the schema lacks, and values of the "
+            "wrong type, go as JSON into the _rescued_data column; fail_on_new_columns: a new "
+            "field stops the flow, naming it; none: new fields are left out and counted "
+            "(expectation known_fields) (jsonl files, Kafka JSON values)",
+        )
     )
     required: tuple[str, ...] = Field(
         default=(), description="fields a record must have, else it is quarantined"

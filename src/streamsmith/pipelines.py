@@ -355,7 +355,7 @@ def _flow(
                 schema,
                 tuple(dict.fromkeys(required)),
                 rescue=source.evolution == "rescue",
-                evolve=source.evolution in ("add_new_columns", "fail_on_new_columns"),
+                evolve=source.evolution in ("add_new_columns", "fail_on_new_columns", "none"),
             )
             if schema is not None
             else None

@@ -18,6 +18,7 @@ from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import backfill_path, read_table, table_path
 from streamsmith.io.schema_store import schema_dir, versions
 from streamsmith.monitor.eventlog import read_events
+from streamsmith.monitor.status import query_statuses
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
@@ -214,3 +215,21 @@ def test_a_kafka_source_infers_its_schema_and_gains_a_field(
     assert table == {**{f"k{i}": None for i in range(6)}, "k6": "new"}
     rejected = read_table(spark, table_path(root, "events_quarantine")).collect()
     assert [(row.reason, row.raw) for row in rejected] == [("malformed JSON value", "[1, 2]")]
+
+
+def test_none_leaves_new_fields_out_and_counts_them(spark: SparkSession, tmp_path: Path) -> None:
+    folder = feed_project(
+        tmp_path, "lenient", schema="id string, n bigint", schema_evolution="none"
+    )
+    lines = [{"id": "a", "n": 1}, {"id": "b", "n": 2, "x": 1}, {"id": "c", "n": "3", "y": {}}]
+    (folder / "part-0.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    root = tmp_path / "data"
+    table = read_table(spark, table_path(root, "events"))
+    assert table.columns == ["id", "n", RESCUED]
+    rows = {row.id: row for row in table.collect()}
+    assert sorted(rows) == ["a", "b", "c"] and rows["b"][RESCUED] is None  # x left out
+    assert json.loads(rows["c"][RESCUED])["n"] == "3"  # a mistyped value is still kept
+    (status,) = [s for s in query_statuses(read_events(root)) if s.query == "lenient.events"]
+    assert status.expectations == {"known_fields": {"passed": 1, "failed": 2}}

@@ -38,6 +38,9 @@ from streamsmith.transforms.quarantine import (
     quarantined,
 )
 
+# The schema evolution modes in which a field the schema lacks stops the batch.
+STOPPING = ("add_new_columns", "fail_on_new_columns")
+
 
 @dataclass(frozen=True)
 class FlowFrames:
@@ -95,7 +98,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     late_time = rule.column if rule is not None and definition.record_late else None
     reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
     main = observe_flow(main, late_time) if reported else main
-    if NEW_FIELDS in main.columns:  # a field the schema lacks stops the batch
+    if flow.source.evolution in STOPPING:  # a field the schema lacks stops the batch
         fitting = stop_on_new_fields(accepted(main, keep=(NEW_FIELDS,))).drop(NEW_FIELDS)
     else:
         fitting = _accepted(main)

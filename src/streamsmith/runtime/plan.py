@@ -39,7 +39,7 @@ from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, Quarantine
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.transforms.events import RecordParser
 from streamsmith.transforms.expectations import Expectation
-from streamsmith.transforms.quarantine import quarantine_table
+from streamsmith.transforms.quarantine import NEW_FIELDS, quarantine_table
 
 Role = Literal["main", "quarantine", "late"]
 
@@ -191,6 +191,8 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         warnings.extend(check_output_mode(app.name, definition, flow.sink, sink, flow_trigger))
         outputs = _outputs(spec, context, definition, flow, sink, flow_trigger)
         expectations = _expectations(app.name, definition, flow, outputs)
+        if spec.sources[flow.source].evolution == "none":  # counted, then left out
+            expectations = (*expectations, KNOWN_FIELDS)
         streams = _streams(spec, app.name, definition, flow.streams)
         flows.append(
             FlowPlan(
@@ -418,6 +420,11 @@ def _record_schemas(app: App, spec: PipelineSpec) -> App:
                 streams.append(stream)
         flows.append(replace(definition, streams=tuple(streams), **changes))
     return replace(app, flows=tuple(flows))
+
+
+# schema_evolution: none counts the records holding fields their schema lacks, as an
+# expectation that only warns: the counts reach the event log, status and metrics.
+KNOWN_FIELDS = Expectation("known_fields", f"{NEW_FIELDS} IS NULL", "warn")
 
 
 def _expectations(

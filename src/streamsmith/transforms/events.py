@@ -68,9 +68,10 @@ def parse_events(
     With ``rescue``, nothing the schema cannot hold is lost: the top-level fields it lacks
     and the values of the wrong type go, as their JSON text, into ``_rescued_data`` (a
     JSON object with the record's ``_file_path`` and ``_position``; null for a record that
-    fits), and a value that is not JSON at all is rejected as malformed. ``evolve`` (which
-    rescues too) also tags each record holding top-level fields the schema lacks with
-    their names and the record (``_new_fields``), for :func:`stop_on_new_fields`.
+    fits), and a value that is not JSON at all is rejected as malformed. With ``evolve``,
+    mistyped values are rescued the same way, but the fields the schema lacks are not:
+    each record holding some is tagged with their paths and the record itself
+    (``_new_fields``), for :func:`stop_on_new_fields` or to be counted.
     """
     rescue = rescue or evolve
     names = schema.fieldNames()
@@ -97,7 +98,7 @@ def parse_events(
         *rules,
     ]
     tags = [c for c in source.columns if c.startswith("_") and c not in names]
-    rescued = [_rescued(schema, source.columns).alias(RESCUED)] if rescue else []
+    rescued = [_rescued(schema, source.columns, not evolve).alias(RESCUED)] if rescue else []
     if evolve:
         rescued.append(_new_fields(schema, source.columns).alias(NEW_FIELDS))
     return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
@@ -163,16 +164,16 @@ def new_fields_in(error: str) -> tuple[list[str], str, dict[str, Any]] | None:
     return list(found["fields"]), str(found["source"]), json.loads(found["record"])
 
 
-def _rescued(schema: StructType, columns: Sequence[str]) -> Column:
-    """The record's fields the schema lacks (nested ones by dotted path) or could not
-    type, as a JSON object of their JSON texts with where the record came from; null
-    when there are none."""
+def _rescued(schema: StructType, columns: Sequence[str], unknown: bool) -> Column:
+    """The record's fields the schema could not type and, with ``unknown``, those it
+    lacks (nested ones by dotted path), as a JSON object of their JSON texts with where
+    the record came from; null when there are none."""
     fields = F.col(_FIELDS)
     untyped = F.array_compact(
         F.array(*(F.when(F.col(name).isNull(), F.lit(name)) for name in schema.fieldNames()))
     )
     mistyped = F.map_filter(fields, lambda k, v: v.isNotNull() & F.array_contains(untyped, k))
-    kept = F.map_concat(_unknown(fields, schema), mistyped)
+    kept = F.map_concat(_unknown(fields, schema), mistyped) if unknown else mistyped
     lineage = [
         F.create_map(F.lit(key), F.col(column).cast("string"))
         for key, column in (("_file_path", SOURCE_FILE), ("_position", POSITION))

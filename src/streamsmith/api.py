@@ -205,8 +205,11 @@ class Pipeline:
             declared = self.sources.get(source or "", {})
             record_schema = _schema(schema if schema is not None else declared.get("schema"), where)
             needed = (*declared.get("required", ()), *required)
-            rescue = declared.get("schema_evolution") == "rescue"
-            prepare = self._parser(source, record_schema, needed, event_time, parse, rescue)
+            options = {
+                "rescue": declared.get("schema_evolution") == "rescue",
+                "variant": declared.get("variant"),
+            }
+            prepare = self._parser(source, record_schema, needed, event_time, parse, options)
             stream_inputs, stream_sources = _streams(streams)
             siblings = [
                 f
@@ -267,7 +270,7 @@ class Pipeline:
         required: Sequence[str],
         event_time: EventTime | None,
         parse: Transform | Literal[False] | None,
-        rescue: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> Transform | None:
         """The flow's parser: the given one; none for ``False`` or without a schema; else
         one by ``schema``, shared by the flows over one source (so they see one set of
@@ -277,9 +280,10 @@ class Pipeline:
         if schema is None:
             return None
         fields = (*required, *([event_time.column] if event_time else []))
-        key = (source, schema.json(), tuple(dict.fromkeys(fields)), rescue)
+        given = dict(options or {})
+        key = (source, schema.json(), tuple(dict.fromkeys(fields)), tuple(sorted(given.items())))
         if key not in self._parsers:
-            self._parsers[key] = RecordParser(schema, key[2], rescue=rescue)
+            self._parsers[key] = RecordParser(schema, key[2], **given)
         return self._parsers[key]
 
     @property

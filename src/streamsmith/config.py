@@ -243,10 +243,22 @@ class SourceSpec(StrictModel):
     required: tuple[str, ...] = Field(
         default=(), description="fields a record must have, else it is quarantined"
     )
+    variant: str | None = Field(
+        default=None,
+        pattern=_IDENTIFIER,
+        description="name of a VARIANT column keeping each whole record (read any field with "
+        "variant_get), beside the typed columns or, without a schema, alone",
+    )
 
     @property
     def is_file_source(self) -> bool:
         return self.format in FILE_FORMATS
+
+    @property
+    def reads_raw_json(self) -> bool:
+        """Whether the flow needs each record's JSON text (schema evolution, a variant
+        column), so a JSON-lines source hands over whole lines."""
+        return self.evolution is not None or self.variant is not None
 
     @property
     def evolution(self) -> str | None:
@@ -276,6 +288,11 @@ class SourceSpec(StrictModel):
             raise ValueError(
                 "schema_evolution: add_new_columns adds fields to an inferred schema: set "
                 "schema: infer (a DDL schema can keep what it lacks with rescue)"
+            )
+        if self.variant is not None and not json_values:
+            raise ValueError(
+                "variant keeps each whole JSON record: it needs jsonl files, or Kafka values "
+                "decoded by the flow (not valueFormat=json)"
             )
         if self.schema_evolution is not None and not json_values:
             raise ValueError(

@@ -318,6 +318,8 @@ def _flow(
         schema: StructType | None = _inferred(spec, flow.source, where)
     else:
         schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
+    if schema is None and source.variant is not None:
+        schema = StructType([])  # the variant column alone holds the record
     if schema is None and source.format not in ("text", "rate"):
         raise UserError(
             f"{where}: source {flow.source!r} needs the records' schema: set "
@@ -356,6 +358,7 @@ def _flow(
                 tuple(dict.fromkeys(required)),
                 rescue=source.evolution == "rescue",
                 evolve=source.evolution in ("add_new_columns", "fail_on_new_columns", "none"),
+                variant=source.variant,
             )
             if schema is not None
             else None

@@ -233,3 +233,34 @@ def test_none_leaves_new_fields_out_and_counts_them(spark: SparkSession, tmp_pat
     assert json.loads(rows["c"][RESCUED])["n"] == "3"  # a mistyped value is still kept
     (status,) = [s for s in query_statuses(read_events(root)) if s.query == "lenient.events"]
     assert status.expectations == {"known_fields": {"passed": 1, "failed": 2}}
+
+
+def test_a_variant_column_keeps_every_record_whole(spark: SparkSession, tmp_path: Path) -> None:
+    """``variant``: each record as a VARIANT column, beside the typed ones or alone, so no
+    change of shape ever loses data; ``variant_get`` reads any field of it."""
+    folder = feed_project(tmp_path, "whole", schema="id string", variant="doc")
+    lines = [{"id": "a", "n": 1}, {"id": "b", "n": 2.5, "geo": {"lat": 1}}]
+    (folder / "part-0.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n{bad\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    root = tmp_path / "data"
+    table = read_table(spark, table_path(root, "events"))
+    assert table.columns == ["id", "doc"]
+    got = table.selectExpr(
+        "id",
+        "variant_get(doc, '$.n', 'double') AS n",
+        "variant_get(doc, '$.geo.lat', 'int') AS lat",
+    ).collect()
+    assert sorted(tuple(row) for row in got) == [("a", 1.0, None), ("b", 2.5, 1)]
+    rejected = read_table(spark, table_path(root, "events_quarantine")).collect()
+    assert [row.reason for row in rejected] == ["malformed JSON value"]
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    feed_project(alone, "alone", schema=None, required=[], variant="doc")
+    (alone / "data/input/events/part-0.jsonl").write_text(json.dumps(lines[1]) + "\n")
+    app, pipeline = load_pipeline(alone / "streamsmith.yml")
+    run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    only = read_table(spark, table_path(alone / "data", "events"))
+    assert only.columns == ["doc"]
+    assert only.selectExpr("variant_get(doc, '$.geo.lat', 'int')").first()[0] == 1

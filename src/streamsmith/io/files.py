@@ -112,9 +112,9 @@ def read_files(
             decoded["text"].alias(RAW),
             decoded["error"].alias(READ_ERROR),
         )
-    # JSON lines whose schema may not hold everything (rescue, add_new_columns) are
-    # parsed by the flow from the whole line, which tells what the schema lacks.
-    if spec.format == "text" or (spec.format == "jsonl" and spec.evolution is not None):
+    # JSON lines whose schema may not hold everything (schema evolution) or whose whole
+    # record is kept (a variant column) are parsed by the flow from the whole line.
+    if spec.format == "text" or (spec.format == "jsonl" and spec.reads_raw_json):
         frame = reader.format("text").load(path)
         return frame.select(
             F.col("value"),

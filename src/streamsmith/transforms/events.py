@@ -41,10 +41,16 @@ class RecordParser:
     required: tuple[str, ...] = ()
     rescue: bool = False
     evolve: bool = False
+    variant: str | None = None
 
     def __call__(self, source: DataFrame) -> DataFrame:
         return parse_events(
-            source, self.schema, self.required, rescue=self.rescue, evolve=self.evolve
+            source,
+            self.schema,
+            self.required,
+            rescue=self.rescue,
+            evolve=self.evolve,
+            variant=self.variant,
         )
 
 
@@ -56,6 +62,7 @@ def parse_events(
     *,
     rescue: bool = False,
     evolve: bool = False,
+    variant: str | None = None,
 ) -> DataFrame:
     """Typed events from a source frame, tagged for quarantine.
 
@@ -71,14 +78,16 @@ def parse_events(
     fits), and a value that is not JSON at all is rejected as malformed. With ``evolve``,
     mistyped values are rescued the same way, but the fields the schema lacks are not:
     each record holding some is tagged with their paths and the record itself
-    (``_new_fields``), for :func:`stop_on_new_fields` or to be counted.
+    (``_new_fields``), for :func:`stop_on_new_fields` or to be counted. ``variant`` names
+    a ``VARIANT`` column holding the whole record (``variant_get`` reads any field of it,
+    whatever the schema says), beside the typed columns.
     """
     rescue = rescue or evolve
     names = schema.fieldNames()
     value = F.col("value").cast("string")
-    if all(name in source.columns for name in names) and not rescue:
+    if all(name in source.columns for name in names) and not rescue and variant is None:
         parsed = source
-    elif rescue:  # the record as a map of JSON texts too, for what the schema lacks
+    elif rescue or variant is not None:  # the record as a map of JSON texts too
         fields = F.from_json(value, MapType(StringType(), StringType()))
         malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
         parsed = (
@@ -101,6 +110,8 @@ def parse_events(
     rescued = [_rescued(schema, source.columns, not evolve).alias(RESCUED)] if rescue else []
     if evolve:
         rescued.append(_new_fields(schema, source.columns).alias(NEW_FIELDS))
+    if variant is not None:
+        rescued.append(F.try_parse_json(value).alias(variant))
     return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
 
 

@@ -20,6 +20,7 @@ from streamsmith.io.schema_store import schema_dir, versions
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.status import query_statuses
 from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.checkpoints import check_upgrade
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.schemas.ddl import parse_schema
@@ -159,6 +160,11 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     report = backfill(spark, build_plan(app, pipeline))
     assert report.rows == {"events": 6, "events_quarantine": 0}
     assert versions(schema_dir(root, "grow", "events"))[-1].ddl.endswith("k array<bigint>")
+    (verdict, _) = check_upgrade(spark, build_plan(app, pipeline))  # the table and quarantine
+    assert verdict.resumable
+    assert verdict.notes == [
+        "adds column(s) k array<bigint>: rows written before read them as null"
+    ]
     run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
     streamed = read_table(spark, table_path(root, "events"))
     batch = read_table(spark, backfill_path(root, "events"))

@@ -58,3 +58,18 @@ def test_normalised_definitions_ignore_ids_aliases_and_watermark_delays() -> Non
     one = "~Aggregate [window#14-T5000ms, user#0], [window#14-T5000ms, count(1) AS count#6L]"
     two = "Aggregate [window#99-T600000ms, user#7], [window#99-T600000ms, count(1) AS n#8L]"
     assert _normalise(one) == _normalise(two) == "Aggregate [window, user], [window, count(1)]"
+
+
+def test_a_lake_table_takes_new_columns_but_not_removed_or_retyped_ones() -> None:
+    """What a schema version adding a field does to a lake table: resumable, said so."""
+    rules = {"family": "file", "keeps_schema": True, "fixed_location": True, "adds_columns": True}
+    sink = {"kind": "table", "target": "/lake/t", "mode": "append", "rules": rules}
+    old = fingerprint(sink=sink, stateful=[])
+    wider = [["user", "string"], ["city", "string"], ["tally", "bigint"]]
+    grown = compare(old, fingerprint(sink=sink, stateful=[], output_schema=wider))
+    assert grown.resumable
+    assert grown.notes == ["adds column(s) city string: rows written before read them as null"]
+    retyped = [["user", "string"], ["tally", "double"]]
+    assert not compare(old, fingerprint(sink=sink, stateful=[], output_schema=retyped)).resumable
+    fewer = [["user", "string"]]
+    assert not compare(old, fingerprint(sink=sink, stateful=[], output_schema=fewer)).resumable

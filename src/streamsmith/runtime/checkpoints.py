@@ -186,7 +186,10 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Verdict:
         )
     reasons += _sink_changes(old["sink"], new["sink"], old["output_schema"], new["output_schema"])
     reasons += _state_changes(old["stateful"], new["stateful"])
-    if not reasons and old["output_schema"] != new["output_schema"]:
+    added = [column for column in new["output_schema"] if column not in old["output_schema"]]
+    if not reasons and added and _only_added(old["output_schema"], new["output_schema"]):
+        notes.append(f"adds column(s) {_columns(added)}: rows written before read them as null")
+    elif not reasons and old["output_schema"] != new["output_schema"]:
         notes.append("the output schema changed; the sink accepts it")
     if not reasons and old["sink"]["target"] != new["sink"]["target"]:
         notes.append(f"output moves to {new['sink']['target']}: it gets new results only")
@@ -219,9 +222,17 @@ def _sink_changes(
         return [f"the lake table moved ({old['target']} -> {new['target']}): a file sink's "
                 "output directory may not change"]  # fmt: skip
     if now.keeps_schema and old_schema != new_schema:
+        if now.adds_columns and _only_added(old_schema, new_schema):
+            return []
         return [f"the output schema changed ({_columns(old_schema)} -> {_columns(new_schema)}) "
                 f"and the {new['kind']} sink keeps the old one"]  # fmt: skip
     return []
+
+
+def _only_added(old_schema: list[Any], new_schema: list[Any]) -> bool:
+    """Whether the new output keeps every old column, by name and type, and adds some."""
+    new_types = {name: kind for name, kind in new_schema}
+    return all(new_types.get(name) == kind for name, kind in old_schema)
 
 
 def _state_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
@@ -255,7 +266,14 @@ def check_upgrade(spark: SparkSession, plan: Plan) -> list[Verdict]:
         frames = flow_frames(spark, flow, plan.root, streaming=True)
         for output in flow.outputs:
             new = fingerprint(output_frame(frames, output), output, flow)
-            verdicts.append(_verdict(output, new))
+            verdict = _verdict(output, new)
+            if flow.schema_store is not None and any("state" in r for r in verdict.reasons):
+                verdict.reasons.append(
+                    f"source {flow.source_name} adds fields as they appear (schema_evolution: "
+                    "add_new_columns) and they reach this state: select the columns the state "
+                    "needs before the stateful step, or start over with --full-refresh"
+                )
+            verdicts.append(verdict)
     return verdicts
 
 

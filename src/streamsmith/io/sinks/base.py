@@ -76,18 +76,22 @@ class UpgradeRules:
     run). A query may switch between sinks of the ``foreach`` and ``kafka`` families, from
     a ``file`` sink to a ``kafka`` one, and to or from a ``rebuilt`` one.
     ``keeps_schema``: the written table keeps its first schema, so a new output schema
-    needs a full refresh. ``fixed_location``: a file sink's folder may not move.
+    needs a full refresh; with ``adds_columns`` it takes new columns (rows written
+    before read them as null), and only a removed or retyped column needs the refresh.
+    ``fixed_location``: a file sink's folder may not move.
     """
 
     family: Literal["file", "kafka", "foreach", "rebuilt"]
     keeps_schema: bool = False
     fixed_location: bool = False
+    adds_columns: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "family": self.family,
             "keeps_schema": self.keeps_schema,
             "fixed_location": self.fixed_location,
+            "adds_columns": self.adds_columns,
         }
 
 

@@ -27,7 +27,7 @@ class ParquetSink(LakeBackedSink):
     kind: ClassVar[str] = "table"
     Options = ParquetOptions
     output_modes = ("append",)  # Spark's file sink appends only
-    upgrade = UpgradeRules("file", keeps_schema=True, fixed_location=True)
+    upgrade = UpgradeRules("file", keeps_schema=True, fixed_location=True, adds_columns=True)
     options: ParquetOptions
 
     @property

@@ -27,7 +27,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from streamsmith.config import FlowSpec, PipelineSpec, load_spec
+from streamsmith.config import SPEC_FILE, FlowSpec, PipelineSpec, load_spec, load_spec_file
 from streamsmith.errors import UserError
 from streamsmith.loading import load_callable, load_module
 from streamsmith.monitor.recorder import first_line
@@ -36,7 +36,8 @@ from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.transforms.events import parse_events
 
-SPEC_FILE = "streamsmith.yml"
+# SPEC_FILE lives in config (no Spark there); importers of this module still find it here.
+__all__ = ["SPEC_FILE", "find_spec", "load_pipeline", "pipeline_app", "python_pipeline"]
 
 
 def find_spec(target: str | None) -> Path | None:
@@ -88,15 +89,7 @@ def load_pipeline(
             storage_root=storage_root,
         )
         return app, spec
-    spec = load_spec(
-        {"storage_root": str(folder / "streamsmith-data")},
-        [path, *files],
-        sets,
-        overrides=overrides,
-        storage_root=storage_root,
-    )
-    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
-        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
+    spec = load_spec_file(path, files, sets, overrides=overrides, storage_root=storage_root)
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     return pipeline_app(spec, folder, str(path), document), spec
 

@@ -172,6 +172,8 @@ def _spark_value(value: Any, kind: Any) -> Any:
         # PySpark: the instant as a naive datetime in this process's local time
         micros = (value - _EPOCH) // _MICROSECOND
         return datetime.fromtimestamp(micros // 1_000_000).replace(microsecond=micros % 1_000_000)
+    if kind_id in ("hugeint", "uhugeint") and not -(2**63) <= value < 2**63:
+        raise NotOnFastPath("a value beyond 64 bits (Spark's ANSI mode fails on overflow)")
     if kind_id == "blob":
         return bytearray(value)
     return value

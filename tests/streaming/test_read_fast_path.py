@@ -291,3 +291,25 @@ def test_the_session_time_zone_is_spark_s(lake: Path) -> None:
     assert utc_time == ny_time and isinstance(utc_time, datetime)
     assert (utc_hour - ny_hour) % 24 == 5  # November: UTC-5
     assert utc_time.tzinfo is None and utc_time.replace(tzinfo=UTC).hour == utc_hour
+
+
+PROBE = """
+import sys
+from streamsmith.cli import main
+sys.argv = ["streamsmith", "query", {sql!r}, "--root", {root!r}, "--engine", "duckdb"]
+try:
+    main()
+finally:
+    print("pyspark imported:", any(name.startswith("pyspark") for name in sys.modules),
+          file=sys.stderr)
+"""
+
+
+def test_the_fast_path_imports_no_pyspark(lake: Path) -> None:
+    sql = "SELECT eventName, count(*) AS n FROM cloudtrail_events GROUP BY 1 ORDER BY n DESC, 1"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(sql=sql, root=str(lake))],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stderr.splitlines() == ["pyspark imported: False"], done.stderr
+    assert done.returncode == 0 and "eventName" in done.stdout

@@ -90,14 +90,12 @@ def answer(
             raise NotOnFastPath(f"DuckDB knows no time zone {time_zone}") from None
         connection.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
         fields = _register_views(connection, root, query.tables)
-        duck_sql = query.to_duckdb(fields, ansi=ansi)
-        try:
-            relation = connection.sql(duck_sql)
-            columns, types = list(relation.columns), list(relation.types)
-            rows = relation.limit(max_rows).fetchall()
-        except duckdb.Error as exc:
-            raise NotOnFastPath(f"DuckDB: {first_line(exc)}") from None
+        relation = connection.sql(query.to_duckdb(fields, ansi=ansi))
+        columns, types = list(relation.columns), list(relation.types)
+        rows = relation.limit(max_rows).fetchall()
         return [Record(columns, map(_spark_value, row, types)) for row in rows], columns
+    except duckdb.Error as exc:  # a view or the query DuckDB cannot bind or run
+        raise NotOnFastPath(f"DuckDB: {first_line(exc)}") from None
     finally:
         connection.close()
 
@@ -106,8 +104,6 @@ def _register_views(
     connection: duckdb.DuckDBPyConnection, root: Path, names: Iterable[str]
 ) -> dict[str, list[Field]]:
     """A view for each table ``names`` asks for that the lake has; their fields."""
-    import duckdb
-
     tables = {name.lower(): path for name, path in lake_tables(root).items()}
     fields: dict[str, list[Field]] = {}
     for name in sorted(names):
@@ -121,10 +117,7 @@ def _register_views(
         raw: dict[str, Any] = {}
         if table.files:
             first = literal(str(table.files[0].path))
-            try:
-                relation = connection.sql(f"SELECT * FROM read_parquet({first})")
-            except duckdb.Error as exc:
-                raise NotOnFastPath(f"table {name}: {first_line(exc)}") from None
+            relation = connection.sql(f"SELECT * FROM read_parquet({first})")
             raw = dict(zip(relation.columns, relation.types, strict=True))
         connection.execute(f"CREATE VIEW {quote(name)} AS {view_sql(table, raw)}")
         data = table.data

@@ -270,10 +270,17 @@ def _raw_column(table: str, name: str, kind: Any) -> str:
 
 
 def _log_records(file: Path) -> list[dict[str, Any]]:
+    """The entries of one file of the sink log (Spark reads a damaged one its own way)."""
     lines = file.read_text(encoding="utf-8").splitlines()
     if not lines or not lines[0].startswith("v"):
         raise NotOnFastPath(f"commit log file {file} has no version line")
-    return [json.loads(line) for line in lines[1:] if line.strip()]
+    try:
+        records = [json.loads(line) for line in lines[1:] if line.strip()]
+    except json.JSONDecodeError:
+        raise NotOnFastPath(f"commit log file {file} is not JSON lines") from None
+    if not all(isinstance(record, dict) and "path" in record for record in records):
+        raise NotOnFastPath(f"commit log file {file} has an entry without a path")
+    return records
 
 
 def _local_path(location: str) -> Path:

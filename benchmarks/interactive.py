@@ -63,12 +63,16 @@ def median_seconds(runs: int, *args: str) -> tuple[float, str]:
     return statistics.median(timings), output
 
 
-def build_lake(root: Path, records: int) -> float:
+def build_lake(root: Path, records: int) -> float | None:
     """Generate ``records`` CloudTrail records and write them with one available-now run;
-    returns the run's seconds."""
+    returns the run's seconds (None: a lake kept from an earlier run of the script)."""
+    if (root / "tables/cloudtrail_events/_spark_metadata").is_dir():
+        return None
     files = max(1, records // RECORDS_PER_FILE)
-    streamsmith("generate", "cloudtrail", "--out", str(root / "input/cloudtrail"),
-                "--files", str(files), "--records-per-file", str(RECORDS_PER_FILE))  # fmt: skip
+    inbox = root / "input/cloudtrail"
+    if not inbox.is_dir():
+        streamsmith("generate", "cloudtrail", "--out", str(inbox), "--files", str(files),
+                    "--records-per-file", str(RECORDS_PER_FILE))  # fmt: skip
     seconds, _ = streamsmith(
         "run", "cloudtrail", "--root", str(root), "--trigger", "available-now",
         "--set", "sources.cloudtrail_logs.max_files_per_trigger=250",
@@ -81,13 +85,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000", help="records, comma-separated")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per fast figure")
     parser.add_argument("--spark-runs", type=int, default=2, help="per Spark figure")
+    parser.add_argument("--keep", type=Path, help="build the lakes here and keep them for reruns")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    with tempfile.TemporaryDirectory(prefix="interactive-") as folder:
-        roots = {size: Path(folder) / f"lake-{size}" for size in sizes}
+    with tempfile.TemporaryDirectory(prefix="interactive-") as scratch:
+        folder = args.keep or Path(scratch)
+        roots = {size: folder / f"lake-{size}" for size in sizes}
         for size, root in roots.items():
             seconds = build_lake(root, size)
-            print(f"{size:,} records written by one available-now run in {seconds:.1f} s")
+            if seconds is not None:
+                print(f"{size:,} records written by one available-now run in {seconds:.1f} s")
         print(f"\nstreamsmith query, wall seconds (fast: median of {args.runs}, "
               f"spark: median of {args.spark_runs}), process start included")  # fmt: skip
         print(f"{'query':<12}{'rows':>11}{'duckdb':>9}{'spark':>9}{'spark/duckdb':>14}")

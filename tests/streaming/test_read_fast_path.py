@@ -157,7 +157,7 @@ CORPUS = [
     f"SELECT window.start, window.end, eventSource, events, names, counts, name_chars "
     f"FROM {HOURLY} ORDER BY 1, 3",
     f"SELECT window, sum(events) AS events, sum(name_chars) AS chars FROM {HOURLY} "
-    f"GROUP BY window ORDER BY window.start",
+    f"GROUP BY `window` ORDER BY window.start",
     f"SELECT eventSource, size(names) AS distinct_names, array_contains(names, 'GetObject') AS get,"
     f" counts['events'] AS n FROM {HOURLY} ORDER BY window.start, eventSource",
     f"SELECT name_chars * 2 AS doubled, name_chars + 1 AS plus, CAST(events AS decimal(10, 1)) AS d"

@@ -27,6 +27,7 @@ giving NULL, and a division by zero fails.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -127,7 +128,7 @@ _TEXTUAL = (
     exp.ILike,
 )
 # date_format patterns of yyyy MM dd HH mm ss and separators (sqlglot holds them as strftime)
-_DATE_PATTERN = re.compile(r"(%[YmdHMS]|[-:/ T.])+")
+_DATE_PATTERN = re.compile(r"(%[YmdHMS](strict)?|[-:/ T.])+")
 _NAMED_AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -141,10 +142,15 @@ class SparkQuery:
     """A user's Spark SQL, parsed: the lake views it reads, and its DuckDB form."""
 
     def __init__(self, sql: str) -> None:
+        quiet = logging.getLogger("sqlglot")  # it warns on stderr of what it cannot parse
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
         try:
             statements = sqlglot.parse(sql, read="spark")
         except SqlglotError as exc:
             raise NotOnFastPath(f"sqlglot cannot read it ({first_line(exc)})") from None
+        finally:
+            quiet.setLevel(level)
         if len(statements) != 1 or not isinstance(statements[0], exp.Query):
             raise NotOnFastPath("not a single SELECT query")
         self.tree: exp.Query = statements[0]
@@ -209,6 +215,8 @@ def _check(tree: exp.Expr, types: Mapping[str, set[str]]) -> None:
         if isinstance(node, _SORTED_ONLY):
             if not isinstance(node.parent, exp.ArraySort):
                 raise NotOnFastPath(f"{_spark(node)} without sort_array (its order is Spark's)")
+        elif isinstance(node, exp.TimeStrToTime) and isinstance(node.parent, exp.TimeToStr):
+            pass  # date_format's reading of its argument as a timestamp
         elif isinstance(node, exp.Func) and type(node) not in TAKEN:
             raise NotOnFastPath(f"function {_function_name(node)} (not on the fast path's list)")
         if isinstance(node, exp.Bracket) and not all(
@@ -309,6 +317,8 @@ def _spark_name(node: exp.Expr) -> str | None:
     argument = node.this
     if isinstance(node, exp.Count) and isinstance(argument, exp.Star):
         return "count(1)"
+    if isinstance(node, exp.Count) and isinstance(argument, exp.Literal) and argument.is_int:
+        return f"count({argument.this})"
     if isinstance(argument, exp.Distinct) and len(argument.expressions) == 1:
         inner = argument.expressions[0]
         if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star):

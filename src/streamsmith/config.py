@@ -33,6 +33,11 @@ from streamsmith.errors import UserError
 
 DEFAULT_STORAGE_ROOT = "./streamsmith-data"
 STORAGE_ROOT_ENV = "STREAMSMITH_ROOT"
+SPEC_FILE = "streamsmith.yml"  # a pipeline of your own: its spec, found in its folder
+# The session time zone streamsmith gives Spark unless the spec's spark.conf sets one
+# (dates derived from event times must not depend on the host); the DuckDB read side
+# uses the same.
+SESSION_TIME_ZONE = "UTC"
 
 # Free-form mappings: in a dotted --set key, everything after one of these is a single key,
 # so `--set spark.conf.spark.sql.shuffle.partitions=4` sets conf["spark.sql.shuffle.partitions"].
@@ -753,6 +758,49 @@ class PipelineSpec(StrictModel):
 
 # ---------------------------------------------------------------------------------------
 # Loading: defaults + files + --set, with errors that point at their origin
+
+
+def load_spec_file(
+    path: Path,
+    files: Sequence[Path] = (),
+    sets: Sequence[str] = (),
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    storage_root: str | None = None,
+    flows: Mapping[str, Any] | None = None,
+) -> PipelineSpec:
+    """The spec of a pipeline's YAML spec file, with further files and ``--set`` values
+    layered over it. A relative ``storage_root`` in the file is taken from the file's
+    folder, so the pipeline runs the same from anywhere. ``flows`` are what the file's
+    flows fall back on (the pipeline's libraries say; see ``streamsmith.pipelines``);
+    without them, as a reader of the lake loads it without the pipeline's code, each flow
+    falls back on the only source and the lake table of its name."""
+    folder = path.parent
+    if flows is None:
+        flows = _reader_flow_defaults(_read_yaml(path))
+    spec = load_spec(
+        {"storage_root": str(folder / "streamsmith-data"), "flows": dict(flows)},
+        [path, *files],
+        sets,
+        overrides=overrides,
+        storage_root=storage_root,
+    )
+    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
+        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
+    return spec
+
+
+def _reader_flow_defaults(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A default source and sink for every flow of a spec file, enough to read its lake
+    without loading its libraries' code."""
+    sources = document.get("sources")
+    flows = document.get("flows")
+    only = next(iter(sources)) if isinstance(sources, Mapping) and len(sources) == 1 else None
+    return {
+        str(name): {"sink": {"format": "parquet", "table": str(name)}}
+        | ({"source": only} if only is not None else {})
+        for name in (flows if isinstance(flows, Mapping) else ())
+    }
 
 
 def load_spec(

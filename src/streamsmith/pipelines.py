@@ -28,7 +28,14 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from streamsmith.config import INFER, FlowSpec, PipelineSpec, load_spec
+from streamsmith.config import (
+    INFER,
+    SPEC_FILE,
+    FlowSpec,
+    PipelineSpec,
+    load_spec,
+    load_spec_file,
+)
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.client import KafkaSourceError
 from streamsmith.io.schema_store import (
@@ -47,7 +54,8 @@ from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.schemas.inference import InferenceError
 from streamsmith.transforms.events import RecordParser
 
-SPEC_FILE = "streamsmith.yml"
+# SPEC_FILE lives in config (no Spark there); importers of this module still find it here.
+__all__ = ["SPEC_FILE", "find_spec", "load_pipeline", "pipeline_app", "python_pipeline"]
 
 
 def find_spec(target: str | None) -> Path | None:
@@ -102,15 +110,9 @@ def load_pipeline(
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     library = load_libraries(document, folder, str(path))
     defaults = _flow_defaults(document, library)
-    spec = load_spec(
-        {"storage_root": str(folder / "streamsmith-data"), "flows": defaults},
-        [path, *files],
-        sets,
-        overrides=overrides,
-        storage_root=storage_root,
+    spec = load_spec_file(
+        path, files, sets, overrides=overrides, storage_root=storage_root, flows=defaults
     )
-    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
-        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
     document = {**document, "flows": {**defaults, **document.get("flows", {})}}
     return pipeline_app(spec, folder, str(path), document, library.flows), spec
 

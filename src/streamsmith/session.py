@@ -40,7 +40,7 @@ from pyspark import SparkConf, SparkContext, SparkFiles
 from pyspark.sql import SparkSession
 
 from streamsmith import jvm, jvm_archive
-from streamsmith.config import SparkSpec
+from streamsmith.config import SESSION_TIME_ZONE, SparkSpec
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
@@ -81,7 +81,7 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
     """The conf streamsmith sets before the spec's own ``spark.conf`` is applied."""
     cores = local_cores(spec.master)
     conf = {
-        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.session.timeZone": SESSION_TIME_ZONE,
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.shuffle.partitions": str(max(2, cores or 8)),
         "spark.ui.enabled": "false",

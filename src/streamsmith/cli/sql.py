@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from streamsmith.cli.common import (
     spec_for,
     stop_on_signals,
 )
+from streamsmith.config import SESSION_TIME_ZONE, SPEC_FILE, ConfValue, load_spec, load_spec_file
 from streamsmith.errors import UserError
 
 AppOpt = Annotated[
@@ -29,6 +31,16 @@ AppOpt = Annotated[
         "--app",
         help="Take storage root and Spark conf from this app's spec, or your pipeline's "
         "spec file (default: ./streamsmith.yml if there is one).",
+    ),
+]
+
+
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="auto: DuckDB over the committed files when it gives Spark's answer, else "
+        "Spark (one line on stderr says why); duckdb: fail instead; spark: always Spark.",
     ),
 ]
 
@@ -51,24 +63,111 @@ def query(
             "app, memory tables included.",
         ),
     ] = None,
+    engine: EngineOpt = "auto",
 ) -> None:
     """Run Spark SQL over every lake table (a view each) and the event log
-    (``streamsmith_events``)."""
+    (``streamsmith_events``): answered in-process by DuckDB when it gives Spark's answer,
+    else by Spark."""
     check_format(fmt)
+    if engine not in ENGINES:
+        raise UserError(f"--engine {engine!r}: use {', '.join(ENGINES)}")
     if server is not None:
+        if engine == "duckdb":
+            raise UserError("--engine duckdb cannot answer through --server: drop one of them")
+        if engine == "auto":
+            say("on Spark: --server names a running Spark SQL server", to_stderr=True)
         from streamsmith.runtime.sql_server import beeline_query
 
         columns, values = beeline_query(server, sql)
         print_rows(values[:max_rows], columns, None, fmt)
         return
+    if engine != "spark":
+        answered = fast_answer(sql, app, spec, set_, root, max_rows, required=engine == "duckdb")
+        if answered is not None:
+            print_rows(*answered, None, fmt)
+            return
     _, pipeline = spec_for(reading_target(app), spec, set_, root)
-    if not pipeline.root.is_dir():
-        raise UserError(
-            f"storage root {pipeline.root} does not exist: run a pipeline first or pass --root"
-        )
+    _check_root(pipeline.root)
     spark = session(pipeline, "query")
     rows, columns = run_sql(spark, pipeline.root, sql, max_rows)
     print_rows(rows, columns, None, fmt)
+
+
+ENGINES = ("auto", "duckdb", "spark")
+
+
+def fast_answer(
+    sql: str,
+    app: str | None,
+    files: list[Path] | None,
+    sets: list[str] | None,
+    root: str | None,
+    max_rows: int,
+    *,
+    required: bool,
+) -> tuple[list[Any], list[str]] | None:
+    """The rows and columns of ``sql`` from DuckDB, or None (after one line on stderr)
+    when only Spark can answer it; ``required``: a UserError instead."""
+    from streamsmith.read.engine import answer
+    from streamsmith.read.errors import NotOnFastPath
+
+    data_root, conf = reading_conf(app, files, sets, root)
+    _check_root(data_root)
+    try:
+        return answer(
+            data_root,
+            sql,
+            max_rows=max_rows,
+            time_zone=str(conf.get(TIME_ZONE_KEY, SESSION_TIME_ZONE)),
+            ansi=str(conf.get(ANSI_KEY, "true")).lower() == "true",
+        )
+    except NotOnFastPath as why:
+        if required:
+            raise UserError(f"--engine duckdb cannot answer this query: {why}") from None
+        say(f"on Spark: {why}", to_stderr=True)
+        return None
+
+
+TIME_ZONE_KEY = "spark.sql.session.timeZone"
+ANSI_KEY = "spark.sql.ansi.enabled"
+
+
+def reading_conf(
+    app: str | None, files: list[Path] | None, sets: list[str] | None, root: str | None
+) -> tuple[Path, Mapping[str, ConfValue]]:
+    """Storage root and Spark conf of what a read names, without importing any pipeline
+    when that is possible: no app (the default spec) or a YAML spec file; an app by name
+    or a Python pipeline file is loaded (its spec may set the conf)."""
+    yaml_file = _yaml_spec(app)
+    if yaml_file is not None:
+        spec = load_spec_file(yaml_file, files or (), sets or (), storage_root=root)
+    elif app is None:
+        # The default storage root, read with the cloudtrail app's spec, which sets no
+        # Spark conf (tests/unit/test_read.py checks it).
+        spec = load_spec(
+            {"app": "cloudtrail", "sources": {}, "flows": {}},
+            files or (),
+            sets or (),
+            storage_root=root,
+        )
+    else:
+        _, spec = spec_for(app, files, sets, root)
+    return spec.root, spec.spark.conf
+
+
+def _yaml_spec(app: str | None) -> Path | None:
+    """The YAML spec file ``app`` names (none: ./streamsmith.yml if there is one)."""
+    path = Path(app).expanduser() if app is not None else Path(SPEC_FILE)
+    if path.is_dir():
+        path = path / SPEC_FILE
+    if path.suffix in (".yml", ".yaml") and path.is_file():
+        return path.resolve()
+    return None
+
+
+def _check_root(root: Path) -> None:
+    if not root.is_dir():
+        raise UserError(f"storage root {root} does not exist: run a pipeline first or pass --root")
 
 
 def sql_server(

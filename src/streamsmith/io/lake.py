@@ -25,31 +25,45 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import Trigger
 from streamsmith.errors import UserError
+from streamsmith.io.lake_paths import (
+    BACKFILL_DIR,
+    CHECKPOINTS_DIR,
+    COMMIT_LOG,
+    MODEL_FILE,
+    MODELS_DIR,
+    SCHEMA_FILE,
+    TABLES_DIR,
+    backfill_path,
+    is_table,
+    lake_tables,
+    model_path,
+    table_path,
+)
 
-TABLES_DIR = "tables"
-BACKFILL_DIR = "backfill"
-CHECKPOINTS_DIR = "checkpoints"
-MODELS_DIR = "models"
-MODEL_FILE = "current.json"
-COMMIT_LOG = "_spark_metadata"
-# Spark ignores files whose names start with "_", so the schema can sit beside the data.
-# It lets an empty table (a quarantine that never received a row) still be queried.
-SCHEMA_FILE = "_streamsmith_schema.json"
-
-
-def table_path(root: Path, table: str) -> Path:
-    """Where the streaming pipeline keeps ``table``."""
-    return root / TABLES_DIR / table
-
-
-def model_path(root: Path, model: str) -> Path:
-    """The current parameters of a model trained on the lake (``streamsmith train``)."""
-    return root / MODELS_DIR / model / MODEL_FILE
-
-
-def backfill_path(root: Path, table: str) -> Path:
-    """Where ``streamsmith backfill`` writes ``table``: apart from the streaming output."""
-    return root / BACKFILL_DIR / table
+# The paths live in io.lake_paths (no Spark there); importers of io.lake still find them.
+__all__ = [
+    "BACKFILL_DIR",
+    "CHECKPOINTS_DIR",
+    "COMMIT_LOG",
+    "MODELS_DIR",
+    "MODEL_FILE",
+    "SCHEMA_FILE",
+    "TABLES_DIR",
+    "backfill_path",
+    "is_table",
+    "lake_tables",
+    "model_path",
+    "read_table",
+    "register_lake_views",
+    "replace_batch_files",
+    "replace_static_table",
+    "save_schema",
+    "saved_schema",
+    "start_foreach_batch",
+    "start_table_stream",
+    "table_path",
+    "write_table",
+]
 
 
 def start_table_stream(
@@ -189,27 +203,6 @@ def saved_schema(path: Path) -> StructType | None:
     if not file.is_file():
         return None
     return StructType.fromJson(json.loads(file.read_text(encoding="utf-8")))
-
-
-def is_table(path: Path) -> bool:
-    """Whether a folder holds a table Spark can read: a saved schema or Parquet files."""
-    return path.is_dir() and ((path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet")))
-
-
-def lake_tables(root: Path) -> dict[str, Path]:
-    """Every table under the storage root, by view name.
-
-    Streaming tables keep their name; backfilled tables get the suffix ``_backfill``.
-    """
-    found: dict[str, Path] = {}
-    for folder, suffix in ((TABLES_DIR, ""), (BACKFILL_DIR, "_backfill")):
-        base = root / folder
-        if not base.is_dir():
-            continue
-        for child in sorted(base.iterdir()):
-            if child.is_dir() and not child.name.startswith((".", "_")) and is_table(child):
-                found[f"{child.name}{suffix}"] = child
-    return found
 
 
 def register_lake_views(spark: SparkSession, root: Path) -> dict[str, Path]:

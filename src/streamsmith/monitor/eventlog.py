@@ -18,53 +18,55 @@ import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 EVENTS_DIR = Path("_monitor") / "events"
 EVENTS_VIEW = "streamsmith_events"
 REDACTED = "***"
 
-EVENT_SCHEMA = StructType(
-    [
-        StructField("time", TimestampType()),
-        StructField("app", StringType()),
-        StructField("pid", LongType()),
-        StructField("event", StringType()),
-        StructField("query", StringType()),
-        StructField("query_id", StringType()),
-        StructField("run_id", StringType()),
-        StructField("batch_id", LongType()),
-        StructField("batch_time", TimestampType()),
-        StructField("input_rows", LongType()),
-        StructField("input_rate", DoubleType()),
-        StructField("process_rate", DoubleType()),
-        StructField("batch_ms", LongType()),
-        StructField("watermark", TimestampType()),
-        StructField("watermark_delay_s", DoubleType()),
-        StructField("state_rows", LongType()),
-        StructField("state_memory_bytes", LongType()),
-        StructField("dropped_by_watermark", LongType()),
-        StructField("quarantined", LongType()),
-        StructField("late", LongType()),
-        StructField("lag", LongType()),
-        StructField("lag_bytes", LongType()),
-        StructField("attempt", LongType()),
-        StructField("rule", StringType()),
-        StructField("message", StringType()),
-        StructField("sources", StringType()),
-        StructField("progress", StringType()),
-    ]
+# The columns of ``streamsmith_events`` by Spark type name (as in a schema's JSON): plain
+# data, so that readers without a JVM (the DuckDB fast path) type the log the same way.
+EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("time", "timestamp"),
+    ("app", "string"),
+    ("pid", "long"),
+    ("event", "string"),
+    ("query", "string"),
+    ("query_id", "string"),
+    ("run_id", "string"),
+    ("batch_id", "long"),
+    ("batch_time", "timestamp"),
+    ("input_rows", "long"),
+    ("input_rate", "double"),
+    ("process_rate", "double"),
+    ("batch_ms", "long"),
+    ("watermark", "timestamp"),
+    ("watermark_delay_s", "double"),
+    ("state_rows", "long"),
+    ("state_memory_bytes", "long"),
+    ("dropped_by_watermark", "long"),
+    ("quarantined", "long"),
+    ("late", "long"),
+    ("lag", "long"),
+    ("lag_bytes", "long"),
+    ("attempt", "long"),
+    ("rule", "string"),
+    ("message", "string"),
+    ("sources", "string"),
+    ("progress", "string"),
 )
+
+
+def event_schema() -> StructType:
+    """The event log's Spark schema, built from :data:`EVENT_COLUMNS`."""
+    from pyspark.sql.types import StructType
+
+    fields = [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in EVENT_COLUMNS]
+    return StructType.fromJson({"type": "struct", "fields": fields})
 
 
 def events_dir(root: Path) -> Path:
@@ -151,9 +153,9 @@ def event_frame(spark: SparkSession, root: Path) -> DataFrame:
     """The event log as a DataFrame (empty with its schema when nothing ran yet)."""
     folder = events_dir(root)
     if not _log_files(root, None):
-        return spark.createDataFrame([], EVENT_SCHEMA)
+        return spark.createDataFrame([], event_schema())
     return (
-        spark.read.schema(EVENT_SCHEMA)
+        spark.read.schema(event_schema())
         .option("mode", "DROPMALFORMED")  # only a killed process's torn last line
         .json(str(folder))
     )

@@ -1,0 +1,55 @@
+"""Where the lake keeps its tables, and which folders are tables: paths only, no Spark.
+
+Split from :mod:`streamsmith.io.lake` so that readers without a JVM (the DuckDB fast
+path of ``streamsmith query``) find the same tables the Spark side registers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TABLES_DIR = "tables"
+BACKFILL_DIR = "backfill"
+CHECKPOINTS_DIR = "checkpoints"
+MODELS_DIR = "models"
+MODEL_FILE = "current.json"
+COMMIT_LOG = "_spark_metadata"
+# Spark ignores files whose names start with "_", so the schema can sit beside the data.
+# It lets an empty table (a quarantine that never received a row) still be queried.
+SCHEMA_FILE = "_streamsmith_schema.json"
+
+
+def table_path(root: Path, table: str) -> Path:
+    """Where the streaming pipeline keeps ``table``."""
+    return root / TABLES_DIR / table
+
+
+def model_path(root: Path, model: str) -> Path:
+    """The current parameters of a model trained on the lake (``streamsmith train``)."""
+    return root / MODELS_DIR / model / MODEL_FILE
+
+
+def backfill_path(root: Path, table: str) -> Path:
+    """Where ``streamsmith backfill`` writes ``table``: apart from the streaming output."""
+    return root / BACKFILL_DIR / table
+
+
+def is_table(path: Path) -> bool:
+    """Whether a folder holds a table Spark can read: a saved schema or Parquet files."""
+    return path.is_dir() and ((path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet")))
+
+
+def lake_tables(root: Path) -> dict[str, Path]:
+    """Every table under the storage root, by view name.
+
+    Streaming tables keep their name; backfilled tables get the suffix ``_backfill``.
+    """
+    found: dict[str, Path] = {}
+    for folder, suffix in ((TABLES_DIR, ""), (BACKFILL_DIR, "_backfill")):
+        base = root / folder
+        if not base.is_dir():
+            continue
+        for child in sorted(base.iterdir()):
+            if child.is_dir() and not child.name.startswith((".", "_")) and is_table(child):
+                found[f"{child.name}{suffix}"] = child
+    return found

@@ -1,0 +1,116 @@
+"""The read side without Spark: the file-sink log, partition folders, what goes to Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamsmith.read.errors import NotOnFastPath
+from streamsmith.read.tables import Field, committed_files, load_table, sink_log_files
+from streamsmith.read.transpile import SparkQuery
+
+FIELDS = {
+    "events": [
+        Field("name", "string"),
+        Field("bytes", "long"),
+        Field("score", "double"),
+        Field("price", "decimal(10,2)"),
+        Field("tags", {"type": "array", "elementType": "string", "containsNull": True}),
+    ]
+}
+
+
+SCHEMA = [("n", "long"), ("day", "string")]
+
+
+def write_log(log: Path, batch: str, *entries: tuple[str, str]) -> None:
+    log.mkdir(parents=True, exist_ok=True)
+    lines = ["v1"] + [
+        json.dumps({"path": f"file://{path}", "size": 1, "isDir": False, "action": action})
+        for path, action in entries
+    ]
+    (log / batch).write_text("\n".join(lines) + "\n")
+
+
+def test_the_sink_log_is_read_from_its_latest_compaction(tmp_path: Path) -> None:
+    log = tmp_path / "_spark_metadata"
+    write_log(log, "0", ("/t/a.parquet", "add"))  # superseded by 1.compact
+    write_log(log, "1.compact", ("/t/a.parquet", "add"), ("/t/b.parquet", "add"))
+    write_log(log, "2", ("/t/c%20d.parquet", "add"), ("/t/a.parquet", "delete"))
+    (log / ".3.tmp").write_text("v1\n")  # a batch being written: not committed
+    assert sink_log_files(log) == [Path("/t/b.parquet"), Path("/t/c d.parquet")]
+
+
+def test_a_missing_batch_leaves_the_table_to_spark(tmp_path: Path) -> None:
+    log = tmp_path / "_spark_metadata"
+    write_log(log, "0", ("/t/a.parquet", "add"))
+    write_log(log, "2", ("/t/b.parquet", "add"))
+    with pytest.raises(NotOnFastPath, match="no batch 1"):
+        sink_log_files(log)
+
+
+def test_a_table_without_a_log_is_listed_as_spark_lists_it(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    for name in ("day=a%3Ab/x.parquet", "day=__HIVE_DEFAULT_PARTITION__/y.parquet",
+                 "_staging-3/z.parquet", ".hidden/w.parquet", "_SUCCESS"):  # fmt: skip
+        (table / name).parent.mkdir(parents=True, exist_ok=True)
+        (table / name).write_bytes(b"")
+    fields = [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in SCHEMA]
+    schema = {"type": "struct", "fields": fields}
+    (table / "_streamsmith_schema.json").write_text(json.dumps(schema))
+    assert [p.relative_to(table).as_posix() for p in committed_files(table)] == [
+        "day=__HIVE_DEFAULT_PARTITION__/y.parquet",
+        "day=a%3Ab/x.parquet",
+    ]
+    loaded = load_table("t", table)
+    assert [file.partition for file in loaded.files] == [(("day", None),), (("day", "a:b"),)]
+    assert loaded.data == (Field("n", "long"),)
+    assert loaded.partitions == (Field("day", "string"),)
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT round(score, 1) AS r FROM events", "function round"),
+        ("SELECT avg(score) AS a FROM events", "floating-point"),
+        ("SELECT sum(bytes / 2) AS s FROM events", "floating-point"),
+        ("SELECT price / 3 AS p FROM events", "division with decimals"),
+        ("SELECT bytes / 1.5 AS p FROM events", "division with decimals"),
+        ("SELECT avg(price) AS p FROM events", "over decimals"),
+        ("SELECT tags[0] AS t FROM events", "array subscript"),
+        ("SELECT substring(name, 0, 2) AS s FROM events", "position"),
+        ("SELECT date_format(current_date(), 'EEE') AS d FROM events", "a pattern beyond"),
+        ("SELECT upper(name) FROM events", "name it with AS"),
+        ("SELECT concat(name, score) AS c FROM events", "to text"),
+        ("SELECT * FROM other", "not a lake table"),
+        ("SELECT * FROM db.events", "in a database"),
+        ("INSERT INTO events SELECT * FROM events", "not a single SELECT"),
+    ],
+)
+def test_what_could_differ_is_refused(sql: str, reason: str) -> None:
+    with pytest.raises(NotOnFastPath, match=reason):
+        SparkQuery(sql).to_duckdb(FIELDS)
+
+
+def test_spark_semantics_are_kept_in_duckdb_sql() -> None:
+    sql = SparkQuery(
+        "SELECT name, count(*), sum(bytes), avg(bytes), count(DISTINCT name), bytes / 2 AS half, "
+        "CAST(name AS int) AS n FROM events WHERE name LIKE 'a\\\\_%' GROUP BY name, bytes"
+    ).to_duckdb(FIELDS)
+    assert '"count(1)"' in sql and '"sum(bytes)"' in sql and '"avg(bytes)"' in sql
+    assert '"count(DISTINCT name)"' in sql
+    assert "ERROR('[DIVIDE_BY_ZERO] Division by zero')" in sql  # ANSI: x / 0 fails
+    assert "CAST(name AS INT)" in sql and "TRY_CAST" not in sql
+    assert "ESCAPE '\\'" in sql
+    lenient = SparkQuery("SELECT CAST(name AS int) AS n FROM events").to_duckdb(FIELDS, ansi=False)
+    assert "TRY_CAST" in lenient
+
+
+def test_the_default_reading_spec_sets_no_spark_conf() -> None:
+    """``streamsmith query`` without an app reads the default storage root with the
+    cloudtrail app's Spark conf without importing the app: that conf must stay empty."""
+    from streamsmith.apps import get_app
+
+    assert "spark" not in get_app("cloudtrail").default_spec

@@ -22,6 +22,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
     DoubleType,
     LongType,
     StringType,
@@ -63,6 +65,13 @@ EVENT_SCHEMA = StructType(
         StructField("message", StringType()),
         StructField("sources", StringType()),
         StructField("progress", StringType()),
+        # runs: which queries, and for a scheduled one its schedule and due times
+        StructField("queries", ArrayType(StringType())),
+        StructField("schedule", StringType()),
+        StructField("cron", StringType()),
+        StructField("scheduled_for", TimestampType()),
+        StructField("next_due", TimestampType()),
+        StructField("nothing_new", BooleanType()),
     ]
 )
 

@@ -24,7 +24,16 @@ SERIES = (
     "late",
     "input_rows",
 )
-INCIDENTS = ("alert", "failure", "restart", "gave_up", "notify_failed", "monitor_error")
+INCIDENTS = (
+    "alert",
+    "failure",
+    "restart",
+    "gave_up",
+    "notify_failed",
+    "monitor_error",
+    "run_failed",
+    "run_skipped",
+)
 MAX_POINTS = 500  # per query: the latest batches
 MAX_INCIDENTS = 100
 

@@ -34,8 +34,11 @@ def streamsmith(*args: str) -> list[str]:
 
 
 def deliver(folder: Path, name: str, users: list[str]) -> None:
+    """A file of clicks, whole or not at all (a run may list the folder at any moment)."""
     lines = [json.dumps({"user": user, "ms": 1}) for user in users]
-    (folder / "data/input" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    staging = folder / "data/input" / f".{name}.tmp"  # hidden: no run reads it
+    staging.write_text("\n".join(lines) + "\n")
+    staging.replace(folder / "data/input" / f"{name}.jsonl")
 
 
 def rows_per_run(root: Path) -> list[int]:

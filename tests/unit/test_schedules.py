@@ -109,6 +109,7 @@ def test_status_shows_each_querys_last_run_and_next_due_time() -> None:
         {"event": "run_started", "scheduled_for": "T1", "next_due": "T2", **run},
         {"event": "started", "app": "a", "query": "a.f", "pid": 7},
         {"event": "run_skipped", "scheduled_for": "T2", "next_due": "T3", **run},
+        {"event": "gave_up", "app": "a", "query": "a.f", "pid": 7, "message": "boom"},
         {"event": "terminated", "app": "a", "query": "a.f"},
         {"event": "run_failed", "scheduled_for": "T1", "next_due": "T3", "pid": 7,
          "message": "query a.f failed: boom", **run},
@@ -118,7 +119,7 @@ def test_status_shows_each_querys_last_run_and_next_due_time() -> None:
     assert (main.state, main.schedule, main.last_run, main.last_run_state, main.next_run) == (
         "scheduled", "*/15 * * * *", "T1", "failed", "T3"
     )  # fmt: skip
-    assert main.last_error == "query a.f failed: boom"
+    assert (main.last_error, rows["a.f.q"].last_error) == ("boom", None)
     assert rows["a.f.q"].state == "scheduled"
     gone = query_statuses(events, alive=lambda pid: False)[0]
     assert gone.state == "stopped (process gone)"
@@ -158,7 +159,9 @@ def test_nothing_new_when_every_query_logged_every_file(tmp_path: Path) -> None:
     for output in plan.outputs:
         checkpoint(output.checkpoint, 3, read)
     reason = nothing_new(plan)
-    assert reason is not None and "all 2 files or offsets" in reason
+    assert reason == (
+        "nothing new: the last committed batches of the 2 queries read all of their input (2 files)"
+    )
     (inbox / "d.jsonl").write_text("{}\n")
     assert nothing_new(plan) is None  # a new file
     (inbox / "d.jsonl").unlink()

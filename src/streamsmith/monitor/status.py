@@ -114,9 +114,8 @@ def _fold_run(entry: dict[str, Any], event: Mapping[str, Any], kind: str) -> Non
     if kind in _RUN_STATES:
         if kind == "run_started":
             entry["last_run"] = event.get("scheduled_for") or event.get("time")
+        # (a failed run's message names the queries that failed: their own events say it)
         entry["last_run_state"] = "nothing new" if event.get("nothing_new") else _RUN_STATES[kind]
-        if kind == "run_failed":
-            entry["error"] = event.get("message")
     if kind in ("run_started", "run_skipped"):
         return
     if kind == "unscheduled":  # its process stopped

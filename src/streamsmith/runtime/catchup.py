@@ -23,6 +23,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from streamsmith.io.kafka.client import BrokerMetadata, KafkaSourceError
+from streamsmith.io.kafka.offsets import TopicPartition
 from streamsmith.io.kafka.source import KafkaOptionError, parse_options
 from streamsmith.monitor.eventlog import EventLog
 from streamsmith.monitor.lag import processed_files
@@ -43,24 +44,25 @@ def nothing_new(plan: Plan) -> str | None:
         return None
     if not all(output.trigger.terminates for output in plan.outputs):
         return None
-    inputs = 0
+    files: set[str] = set()
+    partitions: set[TopicPartition] = set()
     for flow in plan.flows:
         batches = [committed_batch(output.checkpoint) for output in flow.outputs]
         if flow.streams or any(batch is None for batch in batches):
             return None
-        if flow.source.is_file_source:
-            seen = _files_all_read(flow)
-        elif flow.source.format == "kafka":
-            seen = _offsets_all_read(flow, [b for b in batches if b is not None])
+        if flow.source.is_file_source and (listed := _files_all_read(flow)) is not None:
+            files |= listed
+        elif flow.source.format == "kafka" and (
+            ended := _offsets_all_read(flow, [b for b in batches if b is not None])
+        ):
+            partitions |= ended
         else:
-            seen = None
-        if seen is None:
             return None
-        inputs += seen
-    queries = len(plan.outputs)
+    inputs = [f"{len(files)} files"] * bool(files)
+    inputs += [f"{len(partitions)} Kafka partitions"] * bool(partitions)
     return (
-        f"nothing new: every one of the {queries} queries has read all {inputs} "
-        "files or offsets of its source up to its last committed batch"
+        f"nothing new: the last committed batches of the {len(plan.outputs)} queries "
+        f"read all of their input ({', '.join(inputs) or 'none yet'})"
     )
 
 
@@ -79,8 +81,8 @@ def _log_ids(folder: Path) -> list[int]:
     return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()]
 
 
-def _files_all_read(flow: FlowPlan) -> int | None:
-    """How many input files there are, when every query's log lists all of them."""
+def _files_all_read(flow: FlowPlan) -> set[str] | None:
+    """The input files, when every query's log lists all of them."""
     if flow.source_path is None:
         return None
     listing = input_files(flow.source_path, flow.source.glob)
@@ -89,7 +91,7 @@ def _files_all_read(flow: FlowPlan) -> int | None:
     for output in flow.outputs:
         if not listing <= processed_files(output.checkpoint / "sources" / "0"):
             return None
-    return len(listing)
+    return listing
 
 
 # Characters whose meaning differs between Hadoop's glob and fnmatch (classes, negation,
@@ -129,9 +131,9 @@ def _hidden(name: str) -> bool:
     )
 
 
-def _offsets_all_read(flow: FlowPlan, batches: Iterable[int]) -> int | None:
-    """How many partitions there are, when every query's last batch ended at the end
-    offset of each partition the source now subscribes to, as the broker confirms."""
+def _offsets_all_read(flow: FlowPlan, batches: Iterable[int]) -> set[TopicPartition] | None:
+    """The source's partitions, when every query's last batch ended at the end offset of
+    each partition the source now subscribes to, as the broker confirms."""
     pairs = zip(flow.outputs, batches, strict=True)
     ends = [kafka_offsets(output.checkpoint, batch) for output, batch in pairs]
     if any(end is None for end in ends):
@@ -152,7 +154,7 @@ def _offsets_all_read(flow: FlowPlan, batches: Iterable[int]) -> int | None:
         metadata.close()
     if latest is None or not partitions or any(end != latest for end in ends):
         return None
-    return len(partitions)
+    return set(partitions)
 
 
 def record_nothing_new(plan: Plan, reason: str) -> None:

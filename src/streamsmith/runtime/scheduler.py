@@ -36,7 +36,7 @@ from pyspark.sql import SparkSession
 
 from streamsmith.config import parse_duration
 from streamsmith.monitor.eventlog import read_events
-from streamsmith.monitor.recorder import Monitor, flush_listener_bus
+from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.catchup import nothing_new
 from streamsmith.runtime.plan import Plan, Schedule
 from streamsmith.runtime.start import check_user_flows, wait_for
@@ -248,7 +248,7 @@ class Scheduler:
             supervisor.start_all()
         except Exception as exc:  # the run failed, not the process: recorded and alerted
             log.warning("scheduled run %s could not start", schedule.name, exc_info=True)
-            self._end_run(schedule, stopped=False, error=f"could not start: {exc}")
+            self._end_run(schedule, stopped=False, error=f"could not start: {first_line(str(exc))}")
 
     def _end_run(self, schedule: Schedule, *, stopped: bool, error: str | None = None) -> None:
         run = self.running.pop(schedule)

@@ -75,7 +75,8 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run an app's flows as streaming queries until stopped (or the backlog is done)."""
+    """Run an app's flows as streaming queries until stopped (or the backlog is done);
+    with a `schedule` in the spec, stay up and run each catch-up when it is due."""
     from streamsmith.cli.sql import serve_sql
     from streamsmith.runtime import runner
     from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root

@@ -10,6 +10,10 @@ the machine's state favours neither):
 - ``run``: ``streamsmith run --trigger available-now`` of the ``streamsmith init``
   project (four queries over its sample);
 - ``query``: ``streamsmith query`` over the table that run wrote;
+- ``nothing new``: the same catch-up again, with no new input: decided from the
+  checkpoint and the input folder before Spark starts; ``nothing new, Spark`` is that
+  run with the check off (``STREAMSMITH_NOTHING_NEW_CHECK=off``), as it was before:
+  Spark starts, plans the four queries and finds nothing;
 
 each with the archive (``streamsmith jvm build`` must have run: ``make setup`` does) and
 without it (``STREAMSMITH_JVM_ARCHIVE=off``), and prints the medians.
@@ -29,6 +33,7 @@ import time
 from pathlib import Path
 
 from streamsmith import jvm_archive
+from streamsmith.runtime import catchup
 from streamsmith.scaffold import init_project
 
 # A child process timing its own session start and first query, in seconds (one line).
@@ -44,6 +49,7 @@ print(session, time.perf_counter() - started - session)
 """
 QUERY = "SELECT user, sum(clicks) FROM clicks_per_minute GROUP BY user ORDER BY user"
 MODES = {"archive": {}, "no archive": {jvm_archive.SWITCH_ENV: "off"}}
+FIGURES = ("session", "first query", "run", "query", "nothing new, Spark", "nothing new")
 
 
 def cli_seconds(args: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -56,7 +62,11 @@ def cli_seconds(args: list[str], cwd: Path, env: dict[str, str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per figure")
+    parser.add_argument(
+        "--nothing-new-only", action="store_true", help="only the run and the nothing-new figures"
+    )
     args = parser.parse_args()
+    figure_names = FIGURES if not args.nothing_new_only else ("run", *FIGURES[-2:])
     archive = jvm_archive.archive_path()
     if archive is None or not archive.is_file():
         sys.exit(f"no archive at {archive}: run `streamsmith jvm build` first")
@@ -69,8 +79,15 @@ def main() -> None:
             for mode, extra in MODES.items():
                 env = {**base, **extra}
                 times = figures[mode]
-                run = ["run", "--trigger", "available-now", "--full-refresh"]
-                times.setdefault("run", []).append(cli_seconds(run, project, env))
+                run = ["run", "--trigger", "available-now"]
+                times.setdefault("run", []).append(
+                    cli_seconds([*run, "--full-refresh"], project, env)
+                )
+                off = {**env, catchup.CHECK_ENV: "off"}
+                times.setdefault("nothing new, Spark", []).append(cli_seconds(run, project, off))
+                times.setdefault("nothing new", []).append(cli_seconds(run, project, env))
+                if args.nothing_new_only:
+                    continue
                 times.setdefault("query", []).append(cli_seconds(["query", QUERY], project, env))
                 table = project / "data/tables/clicks_per_minute"
                 probe = subprocess.run(
@@ -82,10 +99,10 @@ def main() -> None:
                 times.setdefault("first query", []).append(first)
     print(f"archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
     print(f"median of {args.runs} fresh processes, seconds")
-    print(f"{'':<14}" + "".join(f"{mode:>12}" for mode in MODES) + f"{'ratio':>8}")
-    for figure in ("session", "first query", "run", "query"):
+    print(f"{'':<20}" + "".join(f"{mode:>12}" for mode in MODES) + f"{'ratio':>8}")
+    for figure in figure_names:
         medians = [statistics.median(figures[mode][figure]) for mode in MODES]
-        print(f"{figure:<14}" + "".join(f"{m:>12.1f}" for m in medians)
+        print(f"{figure:<20}" + "".join(f"{m:>12.1f}" for m in medians)
               + f"{medians[0] / medians[1]:>8.2f}")  # fmt: skip
 
 

@@ -142,6 +142,24 @@ def parse_trigger(text: str) -> Trigger:
     )
 
 
+_CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def check_schedule(text: str) -> str:
+    """``text`` if it is a 5-field cron expression (minute hour day month weekday, in
+    UTC) or one of the aliases ``@hourly``, ``@daily``...; else a ValueError saying how."""
+    from croniter import croniter  # only specs with a schedule pay for it
+
+    fields = text.split()
+    if not (len(fields) == 5 or text in _CRON_ALIASES) or not croniter.is_valid(text):
+        raise ValueError(
+            f"invalid schedule {text!r}: write a 5-field cron expression "
+            '(minute hour day-of-month month day-of-week, in UTC), e.g. "*/15 * * * *", '
+            "or @hourly, @daily, @weekly, @monthly"
+        )
+    return text
+
+
 # ---------------------------------------------------------------------------------------
 # The models
 
@@ -595,6 +613,10 @@ class FlowSpec(StrictModel):
         description="the flow's further streaming inputs (stream-stream joins): input -> source",
     )
     trigger: str | None = Field(default=None, description="overrides the pipeline trigger")
+    schedule: str | None = Field(
+        default=None,
+        description='cron (UTC): this flow\'s own catch-up schedule, e.g. "0 * * * *"',
+    )
     enabled: bool = Field(default=True, description="false: the flow does not run")
 
     @field_validator("trigger")
@@ -603,6 +625,11 @@ class FlowSpec(StrictModel):
         if value is not None:
             parse_trigger(value)
         return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, value: str | None) -> str | None:
+        return None if value is None else check_schedule(value)
 
     @model_validator(mode="after")
     def _one_kind_of_code(self) -> FlowSpec:
@@ -643,6 +670,10 @@ class PipelineSpec(StrictModel):
     )
     trigger: str = Field(
         default="interval=10s", description="available-now | once | interval=<duration>"
+    )
+    schedule: str | None = Field(
+        default=None,
+        description='cron (UTC): `run` stays up and runs a catch-up at each time, e.g. "0 2 * * *"',
     )
     # Always on, a flow's quarantine and late-events queries run at the flow's interval
     # or at this one, whichever is longer: they mostly skip their batches, and each
@@ -690,6 +721,11 @@ class PipelineSpec(StrictModel):
     def _valid_trigger(cls, value: str) -> str:
         parse_trigger(value)
         return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, value: str | None) -> str | None:
+        return None if value is None else check_schedule(value)
 
     @field_validator("graceful_stop_timeout", "side_interval")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from streamsmith.cli.common import (
     trigger,
 )
 from streamsmith.errors import UserError
+
+if TYPE_CHECKING:
+    from streamsmith.runtime.plan import Plan
 
 checkpoint_cli = typer.Typer(
     rich_markup_mode="markdown", help="Inspect an app's checkpoints.", no_args_is_help=True
@@ -72,7 +75,8 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run an app's flows as streaming queries until stopped (or the backlog is done)."""
+    """Run an app's flows as streaming queries until stopped (or the backlog is done);
+    with a `schedule` in the spec, stay up and run each catch-up when it is due."""
     from streamsmith.cli.sql import serve_sql
     from streamsmith.runtime import runner
     from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
@@ -87,6 +91,8 @@ def run(
     if full_refresh:
         for path in runner.full_refresh(plan):
             say(f"full refresh: removed {path}", to_stderr=True)
+    elif sql_port is None and not plan.schedules and _nothing_new(plan):
+        return
     spark = session(pipeline, application.name)
     stop = threading.Event()
     server = serve_sql(spark, plan.root, sql_port) if sql_port else None
@@ -94,12 +100,29 @@ def run(
         with stop_on_signals(stop):
             queries = f"{len(plan.outputs)} queries, storage root {plan.root}"
             say(f"running {application.name}: {queries}", to_stderr=True)
+            for schedule in plan.schedules:
+                say(f"schedule {schedule.name}: {schedule.cron} (UTC)", to_stderr=True)
             report = runner.run_pipeline(spark, plan, stop)
     finally:
         if server is not None:
             server.stop()
     for query in report.queries:
         say(f"{query.name}: {query.batches} batches, {query.input_rows} input rows")
+
+
+def _nothing_new(plan: Plan) -> bool:
+    """A catch-up whose sources hold nothing its queries have not read ends here, before
+    Spark starts (recorded as a run with nothing new)."""
+    from streamsmith.runtime.catchup import nothing_new, record_nothing_new
+
+    reason = nothing_new(plan)
+    if reason is None:
+        return False
+    record_nothing_new(plan, reason)
+    say(f"{plan.app.name}: {reason}; no query started", to_stderr=True)
+    for output in plan.outputs:
+        say(f"{output.query_name}: 0 batches, 0 input rows")
+    return True
 
 
 def backfill(

@@ -30,7 +30,7 @@ REDACTED = "***"
 
 # The columns of ``streamsmith_events`` by Spark type name (as in a schema's JSON): plain
 # data, so that readers without a JVM (the DuckDB fast path) type the log the same way.
-EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+EVENT_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("time", "timestamp"),
     ("app", "string"),
     ("pid", "long"),
@@ -58,6 +58,13 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("message", "string"),
     ("sources", "string"),
     ("progress", "string"),
+    # runs: which queries, and for a scheduled one its schedule and due times
+    ("queries", {"type": "array", "elementType": "string", "containsNull": True}),
+    ("schedule", "string"),
+    ("cron", "string"),
+    ("scheduled_for", "timestamp"),
+    ("next_due", "timestamp"),
+    ("nothing_new", "boolean"),
 )
 
 

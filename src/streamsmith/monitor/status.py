@@ -3,6 +3,11 @@
 It works while the app runs (the log is appended batch by batch) and after it ended,
 crashed or was killed: a query whose last word is "started" but whose process is gone
 is reported as ``stopped (process gone)``.
+
+Runs (``run_started`` ... ``run_finished``, ``run_failed``, ``run_stopped``) name their
+queries; each query's row shows its last run (the time it was due, for a scheduled one)
+and how it ended, and for a scheduled query its cron expression and next due time. A
+scheduled query between runs is ``scheduled`` (``stopped`` once its process stopped).
 """
 
 from __future__ import annotations
@@ -18,6 +23,13 @@ _STATES = {
     "restart": "active",
     "failure": "restarting",
     "gave_up": "failed",
+}
+# How each run event leaves the run's queries' last run.
+_RUN_STATES = {
+    "run_started": "running",
+    "run_finished": "finished",
+    "run_failed": "failed",
+    "run_stopped": "stopped",
 }
 
 
@@ -40,6 +52,10 @@ class QueryStatus:
     expectations: dict[str, dict[str, int]]
     restarts: int
     last_error: str | None
+    schedule: str | None = None
+    last_run: str | None = None
+    last_run_state: str | None = None
+    next_run: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,14 +73,15 @@ def query_statuses(
     is_alive = alive or process_alive
     folded: dict[tuple[str, str], dict[str, Any]] = {}
     for event in events:
+        kind = str(event.get("event"))
+        if kind in _RUN_STATES or kind in ("scheduled", "unscheduled", "run_skipped"):
+            for query in event.get("queries") or ():
+                _fold_run(_entry(folded, event, query), event, kind)
+            continue
         query = event.get("query")
         if not query:
             continue
-        key = (str(event.get("app")), str(query))
-        entry = folded.setdefault(
-            key, {"state": "unknown", "batches": {}, "restarts": 0, "error": None, "pid": None}
-        )
-        kind = str(event.get("event"))
+        entry = _entry(folded, event, query)
         if kind in _STATES:
             entry["state"] = _STATES[kind]
             entry["pid"] = event.get("pid")
@@ -81,11 +98,40 @@ def query_statuses(
     return [_status(app, query, entry, is_alive) for (app, query), entry in folded.items()]
 
 
+def _entry(
+    folded: dict[tuple[str, str], dict[str, Any]], event: Mapping[str, Any], query: str
+) -> dict[str, Any]:
+    key = (str(event.get("app")), str(query))
+    blank = {"state": "unknown", "batches": {}, "restarts": 0, "error": None, "pid": None}
+    return folded.setdefault(key, blank)
+
+
+def _fold_run(entry: dict[str, Any], event: Mapping[str, Any], kind: str) -> None:
+    """One run event into the status of one of the run's queries."""
+    scheduled = bool(event.get("schedule"))
+    if scheduled:
+        entry["schedule"], entry["next_run"] = event.get("cron"), event.get("next_due")
+    if kind in _RUN_STATES:
+        if kind == "run_started":
+            entry["last_run"] = event.get("scheduled_for") or event.get("time")
+        # (a failed run's message names the queries that failed: their own events say it)
+        entry["last_run_state"] = "nothing new" if event.get("nothing_new") else _RUN_STATES[kind]
+    if kind in ("run_started", "run_skipped"):
+        return
+    if kind == "unscheduled":  # its process stopped
+        entry["state"], entry["next_run"] = "stopped", None
+    elif scheduled:  # between runs, while its process lives
+        entry["state"], entry["pid"] = "scheduled", event.get("pid")
+    elif entry["state"] == "unknown":  # a run that started no query (nothing new)
+        entry["state"] = "stopped"
+
+
 def _status(
     app: str, query: str, entry: dict[str, Any], alive: Callable[[int], bool]
 ) -> QueryStatus:
     state = entry["state"]
-    if state in ("active", "restarting") and entry["pid"] and not alive(int(entry["pid"])):
+    live = ("active", "restarting", "scheduled")
+    if state in live and entry["pid"] and not alive(int(entry["pid"])):
         state = "stopped (process gone)"
     last: Mapping[str, Any] = entry.get("last") or {}
     batches = entry["batches"].values()
@@ -105,6 +151,10 @@ def _status(
         expectations=_expectation_totals(batches),
         restarts=entry["restarts"],
         last_error=entry["error"],
+        schedule=entry.get("schedule"),
+        last_run=entry.get("last_run"),
+        last_run_state=entry.get("last_run_state"),
+        next_run=entry.get("next_run"),
     )
 
 

@@ -101,6 +101,16 @@ class StreamPlan:
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """When a flow's catch-up runs start: a cron expression (UTC) and the name its runs
+    are recorded under (the pipeline's name for the spec's ``schedule``, ``app.flow`` for a
+    flow's own). Flows under one name run together, one run per due time."""
+
+    name: str
+    cron: str
+
+
+@dataclass(frozen=True)
 class FlowPlan:
     """A flow with its source resolved and its outputs laid out."""
 
@@ -116,6 +126,7 @@ class FlowPlan:
     # reads with the newest, and a field none holds adds one (runtime.schema_change);
     # None for any other source (with fail_on_new_columns, a new field stops the flow).
     schema_store: Path | None = None
+    schedule: Schedule | None = None
 
     @property
     def input(self) -> Source:
@@ -152,6 +163,19 @@ class Plan:
             if other is not flow
             and any(o.kind == "table" and o.path in paths for o in other.outputs)
         )
+
+    @property
+    def schedules(self) -> dict[Schedule, tuple[FlowPlan, ...]]:
+        """The flows each schedule runs, in plan order (empty: nothing is scheduled)."""
+        found: dict[Schedule, tuple[FlowPlan, ...]] = {}
+        for flow in self.flows:
+            if flow.schedule is not None:
+                found[flow.schedule] = (*found.get(flow.schedule, ()), flow)
+        return found
+
+    def only(self, flows: tuple[FlowPlan, ...]) -> Plan:
+        """This plan reduced to ``flows`` (one schedule's run, or the unscheduled flows)."""
+        return replace(self, flows=flows)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -205,6 +229,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 streams=streams,
                 expectations=expectations,
                 schema_store=_schema_store(spec, app.name, flow.source),
+                schedule=None if trigger else _schedule(spec, definition.name, flow_trigger),
             )
         )
     if not flows:
@@ -212,6 +237,27 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     _check_targets(flows)
     flows = _shared_reads(app.name, flows)
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+
+
+def _schedule(spec: PipelineSpec, name: str, trigger: Trigger) -> Schedule | None:
+    """The flow's own schedule, else the pipeline's (``--trigger`` drops both: one run
+    now). A schedule starts catch-up runs, so the flow's trigger must be available-now."""
+    flow = spec.flows[name]
+    if flow.schedule is not None:
+        key: tuple[str, ...] = ("flows", name, "schedule")
+        schedule = Schedule(f"{spec.app}.{name}", flow.schedule)
+    elif spec.schedule is not None:
+        key, schedule = ("schedule",), Schedule(spec.app, spec.schedule)
+    else:
+        return None
+    if trigger.kind != "available-now":
+        trigger_key = f"flows.{name}.trigger" if flow.trigger is not None else "trigger"
+        raise UserError(
+            f"{'.'.join(key)} (in {spec.origin_of(key)}) starts scheduled catch-up runs, "
+            f"which need trigger available-now, but flow {name!r} has trigger {trigger}: "
+            f"set {trigger_key} to available-now, or remove the schedule"
+        )
+    return schedule
 
 
 def _with_companions(app: App, spec: PipelineSpec) -> list[FlowDefinition]:
@@ -664,6 +710,8 @@ def describe_plan(plan: Plan) -> str:
         rule = flow.definition.event_time
         if rule is not None:
             lines.append(f"  event time: {describe_rule(rule)}")
+        if flow.schedule is not None:
+            lines.append(f"  schedule {flow.schedule.name}: {flow.schedule.cron} (UTC)")
         for expectation in flow.expectations:
             lines.append(
                 f"  expect {expectation.name}: {expectation.sql} (on failure: {expectation.action})"

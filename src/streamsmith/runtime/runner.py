@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from streamsmith.io.lake import read_table, write_table
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
+from streamsmith.runtime.scheduler import Clock, run_schedules
 from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
 from streamsmith.runtime.supervisor import PipelineError, QueryOutcome, RunReport, supervise
 
@@ -30,12 +31,18 @@ __all__ = [
 ]
 
 
-def run_pipeline(spark: SparkSession, plan: Plan, stop: threading.Event | None = None) -> RunReport:
+def run_pipeline(
+    spark: SparkSession, plan: Plan, stop: threading.Event | None = None, clock: Clock | None = None
+) -> RunReport:
     """Run every flow under supervision until its trigger ends it, a query is given up,
-    or ``stop`` is set; see :func:`streamsmith.runtime.supervisor.supervise`.
+    or ``stop`` is set; see :func:`streamsmith.runtime.supervisor.supervise`. A plan with
+    schedules runs them until ``stop`` (:mod:`streamsmith.runtime.scheduler`; ``clock``
+    tells the time there).
 
     Raises :class:`PipelineError` naming every query that failed for good.
     """
+    if plan.schedules:
+        return run_schedules(spark, plan, stop, clock)
     return supervise(spark, plan, stop)
 
 

@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -54,6 +55,7 @@ class QueryOutcome:
     batches: int = 0
     input_rows: int = 0
     error: str | None = None
+    role: str = "main"  # or a side query's (quarantine, late), which re-reads the input
 
 
 @dataclass
@@ -324,6 +326,7 @@ class Supervisor:
                     slot.batches,
                     slot.input_rows,
                     slot.error if slot.state == "failed" else None,
+                    slot.output.role,
                 )
                 for slot in self.slots
             ]
@@ -333,14 +336,18 @@ class Supervisor:
 def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = None) -> RunReport:
     """Run every flow until its trigger ends it, ``stop`` is set, or a query is given up.
 
-    Raises :class:`PipelineError` naming every query that failed for good.
+    The run is one ``run_started`` event and one ``run_finished``, ``run_failed`` or
+    ``run_stopped`` in the event log. Raises :class:`PipelineError` naming every query
+    that failed for good.
     """
     stop = stop or threading.Event()
     monitor = plan_monitor(plan)
     supervisor = Supervisor(spark, plan, monitor)
     monitor.attach(spark, supervisor.health)
     timeout = parse_duration(plan.spec.graceful_stop_timeout)
-    monitor.record({"event": "run_started", "message": f"{len(supervisor.slots)} queries"})
+    run = {"queries": [output.spark_name for output in plan.outputs]}
+    monitor.record({"event": "run_started", **run, "message": f"{len(supervisor.slots)} queries"})
+    error: str | None = None
     try:
         supervisor.start_all()
         while supervisor.step():
@@ -348,17 +355,34 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
                 log.info("stop requested: stopping queries after their current batch")
                 break
             supervisor.wait()
+    except Exception as exc:
+        error = _message(exc)
+        raise
     finally:
         supervisor.stop(timeout)
         report = supervisor.report()
         flush_listener_bus(spark)
-        monitor.record({"event": "run_ended", "message": _summary(report)})
+        monitor.record({**run_end(report, stopped=stop.is_set(), error=error), **run})
         monitor.detach(spark)
     if report.failed:
-        raise PipelineError(
-            "; ".join(f"query {outcome.name} failed: {outcome.error}" for outcome in report.failed)
-        )
+        raise PipelineError(failures(report))
     return report
+
+
+def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> dict[str, Any]:
+    """The event that closes a run: ``run_failed`` when it could not start (``error``) or
+    gave a query up, ``run_stopped`` when asked to stop, else ``run_finished``."""
+    rows = _rows_read(report)
+    if error is not None or report.failed:
+        message = error or failures(report)
+        return {"event": "run_failed", "input_rows": rows, "message": message}
+    kind = "run_stopped" if stopped else "run_finished"
+    return {"event": kind, "input_rows": rows, "message": _summary(report)}
+
+
+def failures(report: RunReport) -> str:
+    """Every query a run gave up, with its error, on one line."""
+    return "; ".join(f"query {outcome.name} failed: {outcome.error}" for outcome in report.failed)
 
 
 def _deferred(plan: Plan, flow: FlowPlan) -> bool:
@@ -392,7 +416,12 @@ def _message(exception: object) -> str:
     return first_line(getattr(exception, "desc", None) or str(exception))
 
 
+def _rows_read(report: RunReport) -> int:
+    """The rows a run's flows read: their main queries' (side queries read them again,
+    or skip them, depending on timing)."""
+    return sum(query.input_rows for query in report.queries if query.role == "main")
+
+
 def _summary(report: RunReport) -> str:
     failed = len(report.failed)
-    rows = sum(query.input_rows for query in report.queries)
-    return f"{len(report.queries)} queries, {rows} input rows, {failed} failed"
+    return f"{len(report.queries)} queries, {_rows_read(report)} input rows read, {failed} failed"

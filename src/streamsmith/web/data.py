@@ -32,6 +32,8 @@ INCIDENTS = (
     "schema_change",
     "notify_failed",
     "monitor_error",
+    "run_failed",
+    "run_skipped",
 )
 MAX_POINTS = 500  # per query: the latest batches
 MAX_INCIDENTS = 100

@@ -120,6 +120,16 @@ class BrokerMetadata:
         fetched = self._fetched_high_watermarks(partitions, listed)
         return {tp: max(listed[tp], fetched.get(tp, listed[tp])) for tp in partitions}
 
+    def confirmed_latest(self, partitions: Iterable[TopicPartition]) -> Offsets | None:
+        """:meth:`latest`, but None unless a fetch response confirmed every partition's end
+        (ListOffsets alone can fall short on some brokers: see the module docstring)."""
+        partitions = list(partitions)
+        listed = {tp: self._watermarks(tp)[1] for tp in partitions}
+        fetched = self._fetched_high_watermarks(partitions, listed)
+        if set(fetched) != set(partitions):
+            return None
+        return {tp: max(listed[tp], fetched[tp]) for tp in partitions}
+
     def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
         try:
             low, high = self._consumer.get_watermark_offsets(

@@ -212,7 +212,8 @@ def test_a_kafka_source_infers_its_schema_and_gains_a_field(
         "flows": {"events": {"sql": "SELECT * FROM events", "sink": {"table": "events"}}},
     }  # fmt: skip
     (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
-    produce(topic, [json.dumps({"id": f"k{i}", "n": i}).encode() for i in range(6)])
+    # "key" is also a column of Kafka's records: the record's own field wins, unambiguous.
+    produce(topic, [json.dumps({"id": f"k{i}", "key": "a", "n": i}).encode() for i in range(6)])
     app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
     run_pipeline(spark, build_plan(app, pipeline))
     produce(topic, [json.dumps({"id": "k6", "n": 6, "tag": "new"}).encode(), b"[1, 2]"])
@@ -220,11 +221,17 @@ def test_a_kafka_source_infers_its_schema_and_gains_a_field(
     run_pipeline(spark, build_plan(app, pipeline))
     root = tmp_path / "data"
     stored = versions(schema_dir(root, "stream", "events"))
-    assert [v.ddl for v in stored] == ["id string, n bigint", "id string, n bigint, tag string"]
+    assert [v.ddl for v in stored] == [
+        "id string, key string, n bigint",
+        "id string, key string, n bigint, tag string",
+    ]
     assert stored[0].sample == tuple(f"{topic}-{p}" for p in range(3))
     assert stored[1].reason.startswith(f"new field(s) tag in kafka://{topic}/")
-    table = {row.id: row.tag for row in read_table(spark, table_path(root, "events")).collect()}
-    assert table == {**{f"k{i}": None for i in range(6)}, "k6": "new"}
+    table = {
+        row.id: (row.key, row.tag)
+        for row in read_table(spark, table_path(root, "events")).collect()
+    }
+    assert table == {**{f"k{i}": ("a", None) for i in range(6)}, "k6": (None, "new")}
     rejected = read_table(spark, table_path(root, "events_quarantine")).collect()
     assert [(row.reason, row.raw) for row in rejected] == [("malformed JSON value", "[1, 2]")]
 

@@ -27,6 +27,7 @@ from streamsmith.transforms.quarantine import (
 # The column that keeps what a record held beyond its schema (``rescue``).
 RESCUED = "_rescued_data"
 _FIELDS = "_fields"
+_TEXT = "_value_text"  # a record's JSON text, parsed here
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 
@@ -84,23 +85,19 @@ def parse_events(
     """
     rescue = rescue or evolve
     names = schema.fieldNames()
-    value = F.col("value").cast("string")
     if all(name in source.columns for name in names) and not rescue and variant is None:
         parsed = source
-    elif rescue or variant is not None:  # the record as a map of JSON texts too
-        fields = F.from_json(value, MapType(StringType(), StringType()))
-        malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
-        parsed = (
-            source.withColumn("_event", F.from_json(value, schema))
-            .withColumn(_FIELDS, fields)
-            .withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed))
-            .select("*", *(F.col("_event")[name].alias(name) for name in names))
-        )
-    else:
-        payload = F.from_json(value, schema)
-        parsed = source.withColumn("_event", payload).select(
-            "*", *(F.col("_event")[name].alias(name) for name in names)
-        )
+    else:  # the JSON text, under a name no record field takes (a field may be "key")
+        kept = [F.col(c) for c in source.columns if c not in names]
+        text = source.select(*kept, F.col("value").cast("string").alias(_TEXT))
+        value = F.col(_TEXT)
+        parsed = text.withColumn("_event", F.from_json(value, schema))
+        if rescue or variant is not None:  # the record as a map of JSON texts too
+            malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
+            parsed = parsed.withColumn(
+                _FIELDS, F.from_json(value, MapType(StringType(), StringType()))
+            ).withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed))
+        parsed = parsed.select("*", *(F.col("_event")[name].alias(name) for name in names))
     checks: list[tuple[Column, Column | str]] = [
         (F.col(READ_ERROR).isNotNull(), F.col(READ_ERROR)),
         *((F.col(name).isNull(), f"missing or invalid field {name}") for name in required),
@@ -111,7 +108,7 @@ def parse_events(
     if evolve:
         rescued.append(_new_fields(schema, source.columns).alias(NEW_FIELDS))
     if variant is not None:
-        rescued.append(F.try_parse_json(value).alias(variant))
+        rescued.append(F.try_parse_json(F.col(_TEXT)).alias(variant))
     return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
 
 
@@ -144,7 +141,7 @@ def _new_fields(schema: StructType, columns: Sequence[str]) -> Column:
     record = F.struct(
         unknown.alias("fields"),
         where.alias("source"),
-        F.col("value").cast("string").alias("record"),
+        F.col(_TEXT).alias("record"),
     )
     return F.when(F.size(unknown) > 0, F.to_json(record))
 

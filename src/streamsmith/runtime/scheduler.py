@@ -256,7 +256,7 @@ class Scheduler:
         report = run.supervisor.report()
         flush_listener_bus(self.spark)
         self._add(report)
-        end = run_end(report, stopped=stopped, error=error)
+        end = run_end(run.supervisor.plan, report, stopped=stopped, error=error)
         written = self._record(schedule, {**end, "scheduled_for": stamp(run.due)}, end["message"])
         if written["event"] == "run_failed":
             message = f"scheduled run {schedule.name} due at {stamp(run.due)} failed: "

@@ -334,17 +334,22 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
         supervisor.stop(timeout)
         report = supervisor.report()
         flush_listener_bus(spark)
-        monitor.record({**run_end(report, stopped=stop.is_set(), error=error), **run})
+        monitor.record({**run_end(plan, report, stopped=stop.is_set(), error=error), **run})
         monitor.detach(spark)
     if report.failed:
         raise PipelineError(failures(report))
     return report
 
 
-def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> dict[str, Any]:
-    """The event that closes a run: ``run_failed`` when it could not start (``error``) or
-    gave a query up, ``run_stopped`` when asked to stop, else ``run_finished``."""
-    rows = sum(query.input_rows for query in report.queries)
+def run_end(
+    plan: Plan, report: RunReport, *, stopped: bool, error: str | None = None
+) -> dict[str, Any]:
+    """The event that closes a run of ``plan``: ``run_failed`` when it could not start
+    (``error``) or gave a query up, ``run_stopped`` when asked to stop, else
+    ``run_finished``; ``input_rows`` are the rows its flows read (side queries read them
+    again)."""
+    mains = {output.query_name for output in plan.outputs if output.role == "main"}
+    rows = sum(query.input_rows for query in report.queries if query.name in mains)
     if error is not None or report.failed:
         message = error or failures(report)
         return {"event": "run_failed", "input_rows": rows, "message": message}

@@ -20,7 +20,7 @@ from streamsmith.config import Trigger
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.monitor.eventlog import read_events
-from streamsmith.monitor.status import query_statuses
+from streamsmith.monitor.status import ScheduleStatus, query_statuses
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.catchup import nothing_new
 from streamsmith.runtime.plan import Plan, build_plan
@@ -139,9 +139,9 @@ def test_scheduled_runs_in_one_session(spark: SparkSession, tmp_path: Path) -> N
             scheduler.step()
             finish_runs(scheduler)
         status = {s.query: s for s in query_statuses(read_events(root))}["clicks.raw"]
-        assert (status.state, status.last_run, status.last_run_state, status.next_run) == (
-            "scheduled", "2026-11-25T10:07:00.000Z", "failed", "2026-11-25T10:08:00.000Z"
-        )  # fmt: skip
+        assert (status.state, status.schedule) == ("scheduled", ScheduleStatus(
+            "* * * * *", "2026-11-25T10:07:00.000Z", "failed", "2026-11-25T10:08:00.000Z"
+        ))  # fmt: skip
     events = runs(root)[-4:]
     assert [(kind, due) for kind, due, _ in events] == [
         ("run_started", "10:06"),
@@ -155,7 +155,8 @@ def test_scheduled_runs_in_one_session(spark: SparkSession, tmp_path: Path) -> N
     assert len(alerts) == 2
     assert alerts[0]["message"].startswith("scheduled run clicks due at 2026-11-25T10:06:00")
     stopped = {s.query: s for s in query_statuses(log)}["clicks.raw"]
-    assert (stopped.state, stopped.next_run, stopped.schedule) == ("stopped", None, "* * * * *")
+    assert stopped.state == "stopped" and stopped.schedule is not None
+    assert (stopped.schedule.cron, stopped.schedule.next_run) == ("* * * * *", None)
 
 
 def test_nothing_new_from_kafka_only_when_the_broker_confirms_the_end(

@@ -12,7 +12,7 @@ import yaml
 
 from streamsmith.config import Trigger
 from streamsmith.errors import UserError
-from streamsmith.monitor.status import query_statuses
+from streamsmith.monitor.status import ScheduleStatus, query_statuses
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.catchup import committed_batch, input_files, nothing_new
 from streamsmith.runtime.plan import Schedule, build_plan, describe_plan
@@ -116,15 +116,18 @@ def test_status_shows_each_querys_last_run_and_next_due_time() -> None:
     ]  # fmt: skip
     rows = {s.query: s for s in query_statuses(events, alive=lambda pid: True)}
     main = rows["a.f"]
-    assert (main.state, main.schedule, main.last_run, main.last_run_state, main.next_run) == (
-        "scheduled", "*/15 * * * *", "T1", "failed", "T3"
-    )  # fmt: skip
+    assert main.state == "scheduled"
+    assert main.schedule == ScheduleStatus("*/15 * * * *", "T1", "failed", "T3")
+    assert main.as_dict()["schedule"]["next_run"] == "T3"
     assert (main.last_error, rows["a.f.q"].last_error) == ("boom", None)
     assert rows["a.f.q"].state == "scheduled"
     gone = query_statuses(events, alive=lambda pid: False)[0]
     assert gone.state == "stopped (process gone)"
-    nothing = [{"event": "run_finished", "app": "a", "queries": ["a.f"], "nothing_new": True}]
-    assert query_statuses(nothing)[0].last_run_state == "nothing new"
+    nothing = [{"event": "run_finished", "nothing_new": True, **run}]
+    schedule = query_statuses(nothing)[0].schedule
+    assert schedule is not None and schedule.last_run_state == "nothing new"
+    one_off = [{"event": "run_finished", "app": "a", "queries": ["a.f"], "nothing_new": True}]
+    assert query_statuses(one_off)[0].schedule is None  # a row as before: no schedule
 
 
 # ---------------------------------------------------------------------------------------

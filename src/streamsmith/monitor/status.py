@@ -5,9 +5,9 @@ crashed or was killed: a query whose last word is "started" but whose process is
 is reported as ``stopped (process gone)``.
 
 Runs (``run_started`` ... ``run_finished``, ``run_failed``, ``run_stopped``) name their
-queries; each query's row shows its last run (the time it was due, for a scheduled one)
-and how it ended, and for a scheduled query its cron expression and next due time. A
-scheduled query between runs is ``scheduled`` (``stopped`` once its process stopped).
+queries. A scheduled query's row carries its schedule (:class:`ScheduleStatus`: the cron
+expression, its last run's due time and how it ended, the next due time); between runs
+its state is ``scheduled`` (``stopped`` once its process stopped).
 """
 
 from __future__ import annotations
@@ -34,6 +34,18 @@ _RUN_STATES = {
 
 
 @dataclass(frozen=True)
+class ScheduleStatus:
+    """A scheduled query's runs: ``cron``, the due time of its ``last_run`` and how it
+    ended (``last_run_state``: running, finished, nothing new, failed, stopped), and the
+    ``next_run`` due (None once its process stopped)."""
+
+    cron: str
+    last_run: str | None
+    last_run_state: str | None
+    next_run: str | None
+
+
+@dataclass(frozen=True)
 class QueryStatus:
     """What ``status`` prints for one query."""
 
@@ -52,10 +64,7 @@ class QueryStatus:
     expectations: dict[str, dict[str, int]]
     restarts: int
     last_error: str | None
-    schedule: str | None = None
-    last_run: str | None = None
-    last_run_state: str | None = None
-    next_run: str | None = None
+    schedule: ScheduleStatus | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,7 +160,15 @@ def _status(
         expectations=_expectation_totals(batches),
         restarts=entry["restarts"],
         last_error=entry["error"],
-        schedule=entry.get("schedule"),
+        schedule=_schedule_status(entry),
+    )
+
+
+def _schedule_status(entry: Mapping[str, Any]) -> ScheduleStatus | None:
+    if not entry.get("schedule"):
+        return None
+    return ScheduleStatus(
+        cron=str(entry["schedule"]),
         last_run=entry.get("last_run"),
         last_run_state=entry.get("last_run_state"),
         next_run=entry.get("next_run"),

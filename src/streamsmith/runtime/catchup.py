@@ -58,12 +58,16 @@ def nothing_new(plan: Plan) -> str | None:
             partitions |= ended
         else:
             return None
-    inputs = [f"{len(files)} files"] * bool(files)
-    inputs += [f"{len(partitions)} Kafka partitions"] * bool(partitions)
+    inputs = [_count(len(files), "file")] * bool(files)
+    inputs += [_count(len(partitions), "Kafka partition")] * bool(partitions)
     return (
         f"nothing new: the last committed batches of the {len(plan.outputs)} queries "
         f"read all of their input ({', '.join(inputs) or 'none yet'})"
     )
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}" + ("" if number == 1 else "s")
 
 
 def committed_batch(checkpoint: Path) -> int | None:

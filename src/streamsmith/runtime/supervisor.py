@@ -371,7 +371,8 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
 
 def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> dict[str, Any]:
     """The event that closes a run: ``run_failed`` when it could not start (``error``) or
-    gave a query up, ``run_stopped`` when asked to stop, else ``run_finished``."""
+    gave a query up, ``run_stopped`` when asked to stop, else ``run_finished``;
+    ``input_rows`` are the rows its flows read (see :func:`_rows_read`)."""
     rows = _rows_read(report)
     if error is not None or report.failed:
         message = error or failures(report)

@@ -447,11 +447,15 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
         found, _ = answer(root, sql, max_rows=10_000_000)
         return [tuple(row) for row in found]
 
+    # The Kafka source's rejects are kept by the first of its flows (by name): counts.
+    kafka_rejects = "counts_quarantine"
     paths = {}
-    for path, table, sent in (("files", "files_events", truth.file_ids),
-                              ("kafka", "kafka_events", truth.kafka_ids)):  # fmt: skip
+    for path, table, rejects, sent in (
+        ("files", "files_events", "files_events_quarantine", truth.file_ids),
+        ("kafka", "kafka_events", kafka_rejects, truth.kafka_ids),
+    ):
         ids = [row[0] for row in rows(f"SELECT id FROM {table}")]
-        quarantined = rows(f"SELECT reason, raw FROM {table}_quarantine")
+        quarantined = rows(f"SELECT reason, raw FROM {rejects}")
         malformed = sum(n for (p, _), n in truth.malformed.items() if p == path)
         paths[path] = {
             "sent_valid": len(sent),

@@ -25,7 +25,7 @@ from streamsmith.runtime.checkpoints import check_upgrade
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.schemas.ddl import parse_schema
-from streamsmith.transforms.events import RESCUED, RecordParser
+from streamsmith.transforms.events import NOT_UTF8, RESCUED, RecordParser
 from streamsmith.transforms.quarantine import REJECT_REASON
 from streamsmith.web.server import Dashboard
 
@@ -57,8 +57,13 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
         ('{"id": "d"', 13),
         ('{"n": 5}', 14),
     ]
+    rows_in = [
+        (value.encode(), "kafka://t/0", str(offset), value, None) for value, offset in records
+    ]
+    invalid = b'{"id": "u\xff", "n": 1}'  # not UTF-8: no lake table may hold it as text
+    rows_in.append((invalid, "kafka://t/0", "16", invalid.decode("latin-1"), None))
     frame = spark.createDataFrame(
-        [(value.encode(), "kafka://t/0", str(offset), value, None) for value, offset in records],
+        rows_in,
         "value binary, _source_file string, _position string, _raw string, _read_error string",
     )
     parse = RecordParser(parse_schema("id string, n int, geo struct<lat: int>"), ("id",),
@@ -77,6 +82,8 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
     assert json.loads(rows["e"][RESCUED])["geo.lon"] == "2"  # nested, by its path
     assert rows['{"id": "d"'][REJECT_REASON] == "malformed JSON value"
     assert rows['{"n": 5}'][REJECT_REASON] == "missing or invalid field id"
+    (bad,) = [row for row in parse(frame).collect() if row._position == "16"]
+    assert bad[REJECT_REASON] == NOT_UTF8
 
 
 def test_an_inferred_jsonl_feed_gains_a_field_and_changes_a_type(

@@ -28,6 +28,7 @@ from streamsmith.transforms.quarantine import (
 RESCUED = "_rescued_data"
 _FIELDS = "_fields"
 _TEXT = "_value_text"  # a record's JSON text, parsed here
+NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 
@@ -91,6 +92,8 @@ def parse_events(
         kept = [F.col(c) for c in source.columns if c not in names]
         text = source.select(*kept, F.col("value").cast("string").alias(_TEXT))
         value = F.col(_TEXT)
+        not_utf8 = F.when(~F.is_valid_utf8(value), F.lit(NOT_UTF8))  # tables hold UTF-8
+        text = text.withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), not_utf8))
         parsed = text.withColumn("_event", F.from_json(value, schema))
         if rescue or variant is not None:  # the record as a map of JSON texts too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))

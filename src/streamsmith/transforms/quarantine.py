@@ -68,7 +68,9 @@ def quarantined(tagged: DataFrame) -> DataFrame:
             F.col(REJECT_REASON).alias("reason"),
             F.col(SOURCE_FILE).cast("string").alias("source_file"),
             position.cast("string").alias("position"),
-            F.col(RAW).cast("string").alias("raw"),
+            # Parquet strings are UTF-8: bytes that are not keep their place as U+FFFD,
+            # so every reader of the table can read the row (the reason says so).
+            F.make_valid_utf8(F.col(RAW).cast("string")).alias("raw"),
             F.current_timestamp().alias("ingested_at"),
         )
         .withColumn("ingest_date", F.to_date("ingested_at"))

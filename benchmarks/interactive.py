@@ -25,7 +25,8 @@ RECORDS_PER_FILE = 1000
 QUERIES = {
     "group-by": "SELECT eventName, count(*) AS n FROM cloudtrail_events "
     "GROUP BY 1 ORDER BY n DESC, 1 LIMIT 3",
-    "distinct": "SELECT awsRegion, count(DISTINCT userName) AS users FROM cloudtrail_events "
+    "distinct": "SELECT awsRegion, count(DISTINCT userIdentity_userName) AS users "
+    "FROM cloudtrail_events "
     "GROUP BY 1 ORDER BY 1",
     "filter": "SELECT eventID, eventTime, eventName FROM cloudtrail_events WHERE errorCode "
     "IS NOT NULL AND date = DATE '2026-11-21' ORDER BY eventTime DESC, eventID LIMIT 10",

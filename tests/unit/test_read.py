@@ -114,3 +114,15 @@ def test_the_default_reading_spec_sets_no_spark_conf() -> None:
     from streamsmith.apps import get_app
 
     assert "spark" not in get_app("cloudtrail").default_spec
+
+
+def test_a_table_named_by_a_relative_path_finds_its_committed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "lake" / "t"
+    (table / "day=mon").mkdir(parents=True)
+    (table / "day=mon" / "a.parquet").write_bytes(b"")
+    write_log(table / "_spark_metadata", "0", (str(table / "day=mon" / "a.parquet"), "add"))
+    monkeypatch.chdir(tmp_path)
+    loaded = load_table("t", Path("lake/t"))
+    assert [file.partition for file in loaded.files] == [(("day", "mon"),)]

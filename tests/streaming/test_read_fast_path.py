@@ -155,7 +155,21 @@ CORPUS = [
     "count(*) AS n FROM cloudtrail_events GROUP BY 1 ORDER BY 1",
     "SELECT cast(count(*) AS string) AS n, cast(max(date) AS string) AS last "
     "FROM cloudtrail_events",
+    "SELECT eventID, abs(length(eventName) - 10) AS a, greatest(length(eventName), 9) AS g, "
+    "least(length(awsRegion), 9) AS l, nullif(errorCode, 'AccessDenied') AS e, "
+    "minute(eventTime) AS mi, second(eventTime) AS s, rpad(awsRegion, 14, '*') AS r "
+    "FROM cloudtrail_events WHERE length(eventName) BETWEEN 5 AND 20 ORDER BY eventID LIMIT 20",
+    "SELECT count_if(readOnly) AS reads, count_if(errorCode IS NOT NULL) AS errors "
+    "FROM cloudtrail_events",
+    "SELECT date, sort_array(collect_set(awsRegion)) AS regions FROM cloudtrail_events "
+    "GROUP BY date ORDER BY date",
+    "SELECT DISTINCT eventSource FROM cloudtrail_events e WHERE EXISTS (SELECT 1 FROM "
+    "cloudtrail_events f WHERE f.eventSource = e.eventSource AND f.errorCode IS NOT NULL) "
+    "ORDER BY 1",
     # window functions
+    "SELECT eventName, n, dense_rank() OVER (ORDER BY n DESC) AS dr, "
+    "lead(eventName) OVER (ORDER BY n DESC, eventName) AS next FROM "
+    "(SELECT eventName, count(*) AS n FROM cloudtrail_events GROUP BY 1) ORDER BY n DESC, 1",
     "SELECT eventName, n, rank() OVER (ORDER BY n DESC) AS r, "
     "row_number() OVER (ORDER BY n DESC, eventName) AS rn FROM "
     "(SELECT eventName, count(*) AS n FROM cloudtrail_events GROUP BY 1) ORDER BY rn",
@@ -213,6 +227,7 @@ ROUTED = [
     (f"SELECT names[0] AS first FROM {HOURLY}", "array subscript"),
     ("SELECT collect_list(eventName) AS names FROM cloudtrail_events", "sort_array"),
     ("SELECT length(eventName) + 1 FROM cloudtrail_events", "name it with AS"),
+    ("SELECT floor(length(eventName) / 3) AS f FROM cloudtrail_events", "function floor"),
     ("SHOW TABLES", "not a single SELECT"),
     ("SELECT * FROM signal_windows_live", "not a lake table"),
 ]

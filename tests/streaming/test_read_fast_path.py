@@ -113,6 +113,8 @@ CORPUS = [
     # group-bys, counts, NULL ordering (Spark: NULLS FIRST ascending, LAST descending)
     "SELECT eventName, count(*) AS n FROM cloudtrail_events GROUP BY 1 ORDER BY n DESC, 1",
     "SELECT errorCode, count(*) FROM cloudtrail_events GROUP BY errorCode ORDER BY errorCode",
+    "SELECT EVENTNAME, Date, e.awsRegion, MAX(AWSREGION) FROM cloudtrail_events e "
+    "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
     "SELECT errorCode, count(*) AS n FROM cloudtrail_events GROUP BY 1 ORDER BY 1 DESC",
     "SELECT count(DISTINCT eventName), count(errorCode), count(1) FROM cloudtrail_events",
     "SELECT `eventSource`, count(DISTINCT awsRegion) AS regions FROM cloudtrail_events "

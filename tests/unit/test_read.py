@@ -103,6 +103,10 @@ def test_spark_semantics_are_kept_in_duckdb_sql() -> None:
     ).to_duckdb(FIELDS)
     assert '"count(1)"' in sql and '"sum(bytes)"' in sql and '"avg(bytes)"' in sql
     assert '"count(DISTINCT name)"' in sql
+    named = SparkQuery("SELECT NAME, e.Bytes, max(NAME) FROM events e GROUP BY 1, 2").to_duckdb(
+        FIELDS
+    )
+    assert named.startswith('SELECT NAME AS "NAME", e.Bytes AS "Bytes", MAX(NAME) AS "max(NAME)"')
     assert "ERROR('[DIVIDE_BY_ZERO] Division by zero')" in sql  # ANSI: x / 0 fails
     assert "CAST(name AS INT)" in sql and "TRY_CAST" not in sql
     assert "ESCAPE '\\'" in sql

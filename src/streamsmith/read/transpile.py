@@ -297,10 +297,11 @@ def _name_outputs(tree: exp.Query) -> None:
         raise NotOnFastPath("a query whose output names are not a SELECT's")
     for index, item in enumerate(select.expressions):
         if isinstance(item, exp.Alias | exp.Star) or (
-            isinstance(item, exp.Column) and (isinstance(item.this, exp.Star) or item.name)
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
         ):
             continue
-        name = _spark_name(item)
+        # A column keeps its name as the query spells it in Spark (DuckDB: the table's)
+        name = item.name if isinstance(item, exp.Column) else _spark_name(item)
         if name is None:
             raise NotOnFastPath(f"an unnamed expression {_spark(item)} (name it with AS)")
         select.expressions[index] = exp.alias_(item, name, quoted=True)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from streamsmith.read.engine import Record, _spark_value
 from streamsmith.read.errors import NotOnFastPath
 from streamsmith.read.tables import Field, committed_files, load_table, sink_log_files
 from streamsmith.read.transpile import SparkQuery
@@ -101,6 +103,10 @@ def test_spark_semantics_are_kept_in_duckdb_sql() -> None:
     ).to_duckdb(FIELDS)
     assert '"count(1)"' in sql and '"sum(bytes)"' in sql and '"avg(bytes)"' in sql
     assert '"count(DISTINCT name)"' in sql
+    named = SparkQuery("SELECT NAME, e.Bytes, max(NAME) FROM events e GROUP BY 1, 2").to_duckdb(
+        FIELDS
+    )
+    assert named.startswith('SELECT NAME AS "NAME", e.Bytes AS "Bytes", MAX(NAME) AS "max(NAME)"')
     assert "ERROR('[DIVIDE_BY_ZERO] Division by zero')" in sql  # ANSI: x / 0 fails
     assert "CAST(name AS INT)" in sql and "TRY_CAST" not in sql
     assert "ESCAPE '\\'" in sql
@@ -114,3 +120,42 @@ def test_the_default_reading_spec_sets_no_spark_conf() -> None:
     from streamsmith.apps import get_app
 
     assert "spark" not in get_app("cloudtrail").default_spec
+
+
+def test_a_table_named_by_a_relative_path_finds_its_committed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "lake" / "t"
+    (table / "day=mon").mkdir(parents=True)
+    (table / "day=mon" / "a.parquet").write_bytes(b"")
+    write_log(table / "_spark_metadata", "0", (str(table / "day=mon" / "a.parquet"), "add"))
+    monkeypatch.chdir(tmp_path)
+    loaded = load_table("t", Path("lake/t"))
+    assert [file.partition for file in loaded.files] == [(("day", "mon"),)]
+
+
+def test_a_record_prints_and_converts_as_pyspark_s_row() -> None:
+    from datetime import datetime
+
+    from pyspark.sql import Row
+
+    start = datetime(2026, 11, 20, 10)
+    record = Record(["n", "window", "tags"], [1, Record(["start"], [start]), {"k": [2]}])
+    row = Row(n=1, window=Row(start=start), tags={"k": [2]})
+    assert repr(record) == repr(row) and str(record[1]) == str(row[1])
+    assert record.asDict(recursive=True) == row.asDict(recursive=True)
+    assert record.asDict()["window"] == row.asDict()["window"]
+
+
+def test_timestamps_come_back_as_pyspark_gives_them() -> None:
+    """An instant from DuckDB (aware, in the session zone) as PySpark's naive local time."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    import duckdb
+    from pyspark.sql.types import TimestampType
+
+    instant = datetime(2026, 11, 20, 10, 0, 0, 123456, tzinfo=ZoneInfo("America/New_York"))
+    micros = (instant - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    kind = duckdb.connect().sql("SELECT now() AS t").types[0]
+    assert _spark_value(instant, kind) == TimestampType().fromInternal(micros)

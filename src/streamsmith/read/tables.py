@@ -115,6 +115,7 @@ def has_timestamp(spark_type: SparkType) -> bool:
 
 def load_table(name: str, path: Path) -> LakeTable:
     """The table at ``path`` as Spark would read it now."""
+    path = path.absolute()
     files = tuple(DataFile(file, _partition_of(file, path)) for file in committed_files(path))
     schema = _saved_fields(path)
     columns = [[column for column, _ in file.partition] for file in files]
@@ -300,10 +301,15 @@ def _local_path(location: str) -> Path:
 
 
 def _partition_of(file: Path, table: Path) -> tuple[tuple[str, str | None], ...]:
+    """The ``key=value`` folders between ``table`` (absolute) and ``file``."""
     try:
         folders = file.parent.relative_to(table).parts
     except ValueError:
-        raise NotOnFastPath(f"a committed file {file} lies outside its table {table}") from None
+        try:  # the log names files by the path the writer used: a link, or relative
+            folders = file.parent.resolve().relative_to(table.resolve()).parts
+        except ValueError:
+            message = f"a committed file {file} lies outside its table {table}"
+            raise NotOnFastPath(message) from None
     values: list[tuple[str, str | None]] = []
     for folder in folders:
         column, equals, value = folder.partition("=")

@@ -52,7 +52,6 @@ TAKEN: frozenset[type[exp.Expr]] = frozenset(
         exp.Between,
         exp.Case,
         exp.Cast,
-        exp.Ceil,
         exp.Coalesce,
         exp.Concat,
         exp.ConcatWs,
@@ -62,7 +61,6 @@ TAKEN: frozenset[type[exp.Expr]] = frozenset(
         exp.Day,
         exp.DayOfMonth,
         exp.DenseRank,
-        exp.Floor,
         exp.Greatest,
         exp.Hour,
         exp.If,
@@ -84,7 +82,6 @@ TAKEN: frozenset[type[exp.Expr]] = frozenset(
         exp.RowNumber,
         exp.Second,
         exp.StrPosition,
-        exp.Struct,
         exp.Substring,
         exp.Sum,
         exp.TimestampTrunc,
@@ -300,10 +297,11 @@ def _name_outputs(tree: exp.Query) -> None:
         raise NotOnFastPath("a query whose output names are not a SELECT's")
     for index, item in enumerate(select.expressions):
         if isinstance(item, exp.Alias | exp.Star) or (
-            isinstance(item, exp.Column) and (isinstance(item.this, exp.Star) or item.name)
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
         ):
             continue
-        name = _spark_name(item)
+        # A column keeps its name as the query spells it in Spark (DuckDB: the table's)
+        name = item.name if isinstance(item, exp.Column) else _spark_name(item)
         if name is None:
             raise NotOnFastPath(f"an unnamed expression {_spark(item)} (name it with AS)")
         select.expressions[index] = exp.alias_(item, name, quoted=True)

@@ -711,6 +711,60 @@ def load_spec(
     return spec
 
 
+SPEC_FILE = "streamsmith.yml"
+
+
+def find_spec(target: str | None) -> Path | None:
+    """The spec file ``target`` names: a YAML file, a Python file declaring a
+    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
+    ``./streamsmith.yml``; None when ``target`` is an app's name."""
+    if target is None:
+        default = Path(SPEC_FILE)
+        if not default.is_file():
+            raise UserError(
+                f"no {SPEC_FILE} here: name an app (see `streamsmith apps`) or a spec file, "
+                "or create a pipeline with `streamsmith init DIR`"
+            )
+        return default.resolve()
+    path = Path(target).expanduser()
+    if path.is_dir():
+        if not (path / SPEC_FILE).is_file():
+            raise UserError(f"folder {path} holds no {SPEC_FILE}")
+        return (path / SPEC_FILE).resolve()
+    if path.suffix in (".yml", ".yaml", ".py"):
+        if not path.is_file():
+            raise UserError(
+                f"{'pipeline' if path.suffix == '.py' else 'spec'} file {path} does not exist"
+            )
+        return path.resolve()
+    return None
+
+
+def load_spec_file(
+    path: Path,
+    files: Sequence[Path] = (),
+    sets: Sequence[str] = (),
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    storage_root: str | None = None,
+) -> PipelineSpec:
+    """The spec of a pipeline's YAML file with ``files`` and ``sets`` layered over it; a
+    relative ``storage_root`` in the file is taken from the file's folder, so the pipeline
+    runs the same from anywhere. Its code is not loaded: commands that only read the
+    storage root (``status``) stay as fast as Python starts."""
+    folder = path.parent
+    spec = load_spec(
+        {"storage_root": str(folder / "streamsmith-data")},
+        [path, *files],
+        sets,
+        overrides=overrides,
+        storage_root=storage_root,
+    )
+    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
+        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
+    return spec
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"spec file {path} does not exist: check the path given to -f")

@@ -27,7 +27,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from streamsmith.config import FlowSpec, PipelineSpec, load_spec
+from streamsmith.config import FlowSpec, PipelineSpec, load_spec, load_spec_file
 from streamsmith.errors import UserError
 from streamsmith.loading import load_callable, load_module
 from streamsmith.monitor.recorder import first_line
@@ -35,34 +35,6 @@ from streamsmith.runtime.app import App, FlowDefinition, Transform
 from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.transforms.events import parse_events
-
-SPEC_FILE = "streamsmith.yml"
-
-
-def find_spec(target: str | None) -> Path | None:
-    """The spec file ``target`` names: a YAML file, a Python file declaring a
-    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
-    ``./streamsmith.yml``; None when ``target`` is an app's name."""
-    if target is None:
-        default = Path(SPEC_FILE)
-        if not default.is_file():
-            raise UserError(
-                f"no {SPEC_FILE} here: name an app (see `streamsmith apps`) or a spec file, "
-                "or create a pipeline with `streamsmith init DIR`"
-            )
-        return default.resolve()
-    path = Path(target).expanduser()
-    if path.is_dir():
-        if not (path / SPEC_FILE).is_file():
-            raise UserError(f"folder {path} holds no {SPEC_FILE}")
-        return (path / SPEC_FILE).resolve()
-    if path.suffix in (".yml", ".yaml", ".py"):
-        if not path.is_file():
-            raise UserError(
-                f"{'pipeline' if path.suffix == '.py' else 'spec'} file {path} does not exist"
-            )
-        return path.resolve()
-    return None
 
 
 def load_pipeline(
@@ -88,15 +60,7 @@ def load_pipeline(
             storage_root=storage_root,
         )
         return app, spec
-    spec = load_spec(
-        {"storage_root": str(folder / "streamsmith-data")},
-        [path, *files],
-        sets,
-        overrides=overrides,
-        storage_root=storage_root,
-    )
-    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
-        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
+    spec = load_spec_file(path, files, sets, overrides=overrides, storage_root=storage_root)
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     return pipeline_app(spec, folder, str(path), document), spec
 

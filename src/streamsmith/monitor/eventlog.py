@@ -18,52 +18,25 @@ import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 EVENTS_DIR = Path("_monitor") / "events"
 EVENTS_VIEW = "streamsmith_events"
 REDACTED = "***"
 
-EVENT_SCHEMA = StructType(
-    [
-        StructField("time", TimestampType()),
-        StructField("app", StringType()),
-        StructField("pid", LongType()),
-        StructField("event", StringType()),
-        StructField("query", StringType()),
-        StructField("query_id", StringType()),
-        StructField("run_id", StringType()),
-        StructField("batch_id", LongType()),
-        StructField("batch_time", TimestampType()),
-        StructField("input_rows", LongType()),
-        StructField("input_rate", DoubleType()),
-        StructField("process_rate", DoubleType()),
-        StructField("batch_ms", LongType()),
-        StructField("watermark", TimestampType()),
-        StructField("watermark_delay_s", DoubleType()),
-        StructField("state_rows", LongType()),
-        StructField("state_memory_bytes", LongType()),
-        StructField("dropped_by_watermark", LongType()),
-        StructField("quarantined", LongType()),
-        StructField("late", LongType()),
-        StructField("lag", LongType()),
-        StructField("lag_bytes", LongType()),
-        StructField("attempt", LongType()),
-        StructField("rule", StringType()),
-        StructField("message", StringType()),
-        StructField("sources", StringType()),
-        StructField("progress", StringType()),
-    ]
+# The records' columns as a DDL schema: reading the log as JSON lines needs no PySpark,
+# so ``status`` and the dashboard start as fast as Python does.
+EVENT_SCHEMA = (
+    "time timestamp, app string, pid bigint, event string, query string, "
+    "query_id string, run_id string, batch_id bigint, batch_time timestamp, "
+    "input_rows bigint, input_rate double, process_rate double, batch_ms bigint, "
+    "watermark timestamp, watermark_delay_s double, state_rows bigint, "
+    "state_memory_bytes bigint, dropped_by_watermark bigint, quarantined bigint, "
+    "late bigint, lag bigint, lag_bytes bigint, attempt bigint, rule string, "
+    "message string, sources string, progress string"
 )
 
 

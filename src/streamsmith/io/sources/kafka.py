@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith import jvm
 from streamsmith.config import SourceSpec
-from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
 
@@ -99,6 +99,8 @@ def read_kafka(
         options["valueSchema"] = schema.toDDL()
     fmt = kafka_format(spark, spec)
     if fmt == SOURCE_NAME:
+        from streamsmith.io.kafka.source import register_kafka_source  # PyArrow: on use
+
         register_kafka_source(spark)
         if "minpartitions" not in keys:  # balanced tasks for large batches; see below
             options["minPartitions"] = SPREAD_TASKS_PER_CORE * spark.sparkContext.defaultParallelism

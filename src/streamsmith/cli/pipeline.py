@@ -187,9 +187,9 @@ def checkpoint_show(
             say(f"  state: operator {operator.operator_id} {operator.name} "
                 f"store {', '.join(operator.stores)}, {operator.partitions} partitions, "
                 f"batches {view.first_commit}..{view.last_commit}, {rows}")  # fmt: skip
-            for store in operator.stores:
-                for row in samples.get((operator.operator_id, store), []):
-                    say(f"    {store}: {json.dumps(row, default=str)}")
+            for part in operator.parts:
+                for row in samples.get((operator.operator_id, part), []):
+                    say(f"    {part}: {json.dumps(row, default=str)}")
 
 
 def check_upgrade(

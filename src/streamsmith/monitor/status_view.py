@@ -1,8 +1,8 @@
 """``streamsmith status`` as text that reads in an ordinary terminal.
 
 One block per app, one line per flow, its queries indented under it. A query's line
-holds its whole name, its state, the age of its last batch, its rates, lag, restarts
-and, on a flow's main query, the quarantined and late records. Cells never get cut:
+holds its whole name, its state, the age of its last batch, its rates, lag, restarts,
+and the records it quarantined or found late. Cells never get cut:
 what does not fit the width goes on a continuation line, so a query name is always
 printed whole (Spark, the logs and the dashboard know a query by that name).
 """
@@ -88,7 +88,7 @@ def compact_lines(
         queries = sum(len(members) for members in flows.values())
         lines.append(f"{app}: {_count(len(flows), 'flow')}, {_count(queries, 'query')}")
         rows = {
-            flow: [_row(status, role, moment) for role, status in sorted(members, key=_by_role)]
+            flow: [_row(status, moment) for _, status in sorted(members, key=_by_role)]
             for flow, members in flows.items()
         }
         block = [row for members in rows.values() for row in members]
@@ -110,15 +110,15 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun if number == 1 else plural}"
 
 
-def _row(status: QueryStatus, role: str, now: datetime) -> _Row:
+def _row(status: QueryStatus, now: datetime) -> _Row:
     figures: list[tuple[str, str]] = [
         ("in", rate(status.input_rate)),
         ("processed", rate(status.process_rate)),
         ("lag", "-" if status.lag is None else str(status.lag)),
         ("restarts", str(status.restarts)),
+        ("quarantined", str(status.quarantined)),
+        ("late", str(status.late)),
     ]
-    if role == "main" or status.quarantined or status.late:
-        figures += [("quarantined", str(status.quarantined)), ("late", str(status.late))]
     for name, counts in status.expectations.items():
         if counts["failed"]:
             judged = counts["passed"] + counts["failed"]
@@ -155,12 +155,18 @@ class _Layout:
             figures=figures,
             one_line=False,
         )
-        fits = all(len(_GAP.join(layout.head(row) + layout.cells(row))) <= width for row in rows)
+        fits = all(
+            len(_GAP.join(layout.head(row) + layout.cells(row)).rstrip()) <= width for row in rows
+        )
         return replace(layout, one_line=fits)
 
     def head(self, row: _Row) -> list[str]:
         indent = " " * _QUERY_INDENT
-        return [indent + row.name.ljust(self.name), row.state.ljust(self.state), row.age]
+        return [
+            indent + row.name.ljust(self.name),
+            row.state.ljust(self.state),
+            row.age.ljust(self.age),
+        ]
 
     def cells(self, row: _Row) -> list[str]:
         return [
@@ -174,7 +180,7 @@ class _Layout:
         head, cells = self.head(row), self.cells(row)
         if self.one_line:
             lines = [_GAP.join(head + cells)]
-        elif len(_GAP.join(head)) <= self.width:
+        elif len(_GAP.join(head).rstrip()) <= self.width:
             lines = [_GAP.join(head), *self._wrapped(cells)]
         else:  # the name alone fills the line
             lines = [

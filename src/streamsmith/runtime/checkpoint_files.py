@@ -33,6 +33,13 @@ class StateOperator:
     partitions: int
     rows: int | None = None  # at the end of ``rows_batch``, from the event log
     rows_batch: int | None = None
+    state_variables: tuple[str, ...] = ()  # transformWithState's, each read on its own
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """What Spark's ``statestore`` reader reads one at a time: the state variables
+        of a transformWithState operator, else the stores."""
+        return self.state_variables or self.stores
 
 
 @dataclass
@@ -89,11 +96,15 @@ def _operator(folder: Path) -> StateOperator:
         raise UserError(f"{candidates[0]}: unknown state metadata version {version.strip()!r}")
     record = json.loads(body)
     info, stores = record["operatorInfo"], record["stateStoreInfo"]
+    properties = json.loads(record.get("operatorPropertiesJson") or "{}")
     return StateOperator(
         operator_id=int(info["operatorId"]),
         name=str(info["operatorName"]),
         stores=tuple(str(store["storeName"]) for store in stores),
         partitions=max(int(store["numPartitions"]) for store in stores),
+        state_variables=tuple(
+            str(variable["stateName"]) for variable in properties.get("stateVariables") or ()
+        ),
     )
 
 
@@ -136,19 +147,21 @@ def _with_rows(
 def state_samples(
     spark: SparkSession, view: CheckpointView, rows: int
 ) -> dict[tuple[int, str], list[dict[str, Any]]]:
-    """The first ``rows`` rows of each state store, by (operator id, store), through
-    Spark's ``statestore`` reader: the one part of a checkpoint only Spark decodes."""
+    """The first ``rows`` rows of each state store (or transformWithState variable), by
+    (operator id, part), through Spark's ``statestore`` reader: the one part of a
+    checkpoint only Spark decodes."""
     samples = {}
     for operator in view.operators:
-        for store in operator.stores:
+        for part in operator.parts:
+            key = "stateVarName" if operator.state_variables else "storeName"
             state = (
                 spark.read.format("statestore")
                 .option("operatorId", operator.operator_id)
-                .option("storeName", store)
+                .option(key, part)
                 .load(str(view.path))
             )
             found = state.limit(rows).collect()
-            samples[(operator.operator_id, store)] = [row.asDict(recursive=True) for row in found]
+            samples[(operator.operator_id, part)] = [row.asDict(recursive=True) for row in found]
     return samples
 
 

@@ -505,6 +505,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the verdict here")
     parser.add_argument("--keep", type=Path, help="run under this folder and keep it")
     args = parser.parse_args()
+    # A SIGTERM ends the run through its cleanup: the broker, the database and the
+    # pipeline it started are stopped by their pids, not left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         verdict = run_chaos(PROFILES[args.profile], args.seed, args.keep, args.outage)

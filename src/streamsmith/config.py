@@ -884,6 +884,32 @@ def load_spec(
     return spec
 
 
+def find_spec(target: str | None) -> Path | None:
+    """The spec file ``target`` names: a YAML file, a Python file declaring a
+    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
+    ``./streamsmith.yml``; None when ``target`` is an app's name."""
+    if target is None:
+        default = Path(SPEC_FILE)
+        if not default.is_file():
+            raise UserError(
+                f"no {SPEC_FILE} here: name an app (see `streamsmith apps`) or a spec file, "
+                "or create a pipeline with `streamsmith init DIR`"
+            )
+        return default.resolve()
+    path = Path(target).expanduser()
+    if path.is_dir():
+        if not (path / SPEC_FILE).is_file():
+            raise UserError(f"folder {path} holds no {SPEC_FILE}")
+        return (path / SPEC_FILE).resolve()
+    if path.suffix in (".yml", ".yaml", ".py"):
+        if not path.is_file():
+            raise UserError(
+                f"{'pipeline' if path.suffix == '.py' else 'spec'} file {path} does not exist"
+            )
+        return path.resolve()
+    return None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"spec file {path} does not exist: check the path given to -f")

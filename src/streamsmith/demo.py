@@ -307,7 +307,8 @@ def _secops_alerts(
     spark: SparkSession, root: Path, data: SecopsData, bootstrap: str, console: Console
 ) -> dict[str, float]:
     """Print the alerts, score them against the injected incidents, count the topic."""
-    from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+    from streamsmith.io.kafka.options import SOURCE_NAME
+    from streamsmith.io.kafka.source import register_kafka_source
     from streamsmith.io.lake import read_table, table_path
 
     alerts = read_table(spark, table_path(root, "alerts")).orderBy("first_seen", "rule", "entity")

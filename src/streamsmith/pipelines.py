@@ -30,7 +30,6 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import (
     INFER,
-    SPEC_FILE,
     FlowSpec,
     PipelineSpec,
     load_spec,
@@ -53,35 +52,6 @@ from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.schemas.inference import InferenceError
 from streamsmith.transforms.events import RecordParser
-
-# SPEC_FILE lives in config (no Spark there); importers of this module still find it here.
-__all__ = ["SPEC_FILE", "find_spec", "load_pipeline", "pipeline_app", "python_pipeline"]
-
-
-def find_spec(target: str | None) -> Path | None:
-    """The spec file ``target`` names: a YAML file, a Python file declaring a
-    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
-    ``./streamsmith.yml``; None when ``target`` is an app's name."""
-    if target is None:
-        default = Path(SPEC_FILE)
-        if not default.is_file():
-            raise UserError(
-                f"no {SPEC_FILE} here: name an app (see `streamsmith apps`) or a spec file, "
-                "or create a pipeline with `streamsmith init DIR`"
-            )
-        return default.resolve()
-    path = Path(target).expanduser()
-    if path.is_dir():
-        if not (path / SPEC_FILE).is_file():
-            raise UserError(f"folder {path} holds no {SPEC_FILE}")
-        return (path / SPEC_FILE).resolve()
-    if path.suffix in (".yml", ".yaml", ".py"):
-        if not path.is_file():
-            raise UserError(
-                f"{'pipeline' if path.suffix == '.py' else 'spec'} file {path} does not exist"
-            )
-        return path.resolve()
-    return None
 
 
 def load_pipeline(

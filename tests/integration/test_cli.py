@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -13,18 +14,26 @@ from pyspark.sql import SparkSession
 from streamsmith.generate.cloudtrail import generate_cloudtrail
 
 
-def streamsmith(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    env["COLUMNS"] = "200"
+def streamsmith(
+    *args: str, cwd: Path, timeout: float = 300, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m streamsmith ARGS`` in ``cwd``, 200 columns wide, ``env`` over ours."""
     return subprocess.run(
         [sys.executable, "-m", "streamsmith", *args],
         cwd=cwd,
-        env=env,
+        env=command_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+
+
+def command_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Our environment for a command, without a storage root of its own, 200 columns wide
+    unless ``extra`` says otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    return {**env, "COLUMNS": "200", **(extra or {})}
 
 
 def assert_user_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:

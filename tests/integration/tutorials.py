@@ -49,7 +49,7 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     program = ["-m", "pytest", "-q", "-p", "no:cacheprovider"] if words[0] == "pytest" else []
     argv = [sys.executable, *(program or ["-m", "streamsmith"]), *words[1:]]
     env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    env["COLUMNS"] = "240"  # status is a wide table (a narrow terminal: --format json)
+    env["COLUMNS"] = "240"  # a wide terminal: query tables on one line each
     return subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
     )

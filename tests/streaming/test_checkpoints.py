@@ -1,4 +1,4 @@
-"""Checkpoint tools on a real query: fingerprints, check-upgrade verdicts, checkpoint show."""
+"""Checkpoint tools on a real query: fingerprints, check-upgrade verdicts, what it holds."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from streamsmith.config import Trigger, load_spec
 from streamsmith.io.lake import read_table, table_path
+from streamsmith.monitor.eventlog import read_events
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
-from streamsmith.runtime.checkpoints import check_upgrade, show_checkpoint
+from streamsmith.runtime.checkpoint_files import read_checkpoint, state_samples
+from streamsmith.runtime.checkpoints import check_upgrade
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.runner import run_pipeline
 
@@ -122,10 +124,20 @@ def test_check_upgrade_tells_safe_changes_from_state_breaking_ones(
         ("10:00", "ann", 1),
     ]
 
-    view = show_checkpoint(spark, plan_of(filtered, tmp_path).outputs[0], rows=5)
+    # What the checkpoint holds, from its files and the event log, as Spark's readers say.
+    output = plan_of(filtered, tmp_path).outputs[0]
+    view = read_checkpoint(output.query_name, output.checkpoint, read_events(tmp_path))
     assert view.exists and view.last_batch == view.last_commit
     assert view.offsets == [{"logOffset": 1}]  # the second file; no-data batches add none
     (operator,) = view.operators
-    assert operator["operatorName"] == "stateStoreSave" and operator["rows"] == 1  # ann 12:00
-    (row,) = view.state_rows[0]
+    (meta,) = spark.read.format("state-metadata").load(str(output.checkpoint)).collect()
+    assert (operator.operator_id, operator.name, operator.stores, operator.partitions) == (
+        meta.operatorId,
+        meta.operatorName,
+        (meta.stateStoreName,),
+        meta.numPartitions,
+    )
+    assert (view.first_commit, view.last_commit) == (meta.minBatchId, meta.maxBatchId)
+    assert (operator.rows, operator.rows_batch) == (1, view.last_commit)  # ann 12:00
+    (row,) = state_samples(spark, view, rows=5)[(0, "default")]
     assert row["key"]["user"] == "ann" and row["value"]["count"] == 1

@@ -19,6 +19,7 @@ from streamsmith.io.lake import backfill_path, read_table, register_lake_views, 
 from streamsmith.io.schema_store import schema_dir, versions
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.status import query_statuses
+from streamsmith.monitor.status_view import compact_lines
 from streamsmith.pipelines import load_pipeline
 from streamsmith.read.engine import answer
 from streamsmith.runtime.checkpoints import check_upgrade
@@ -159,6 +160,9 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     restarts = [e for e in read_events(root, "grow") if e["event"] in ("failure", "gave_up")]
     assert restarts == []  # a schema change is not a failure
     incidents = json.dumps(Dashboard(root).data(), default=str)  # shown, as alerts are
+    (status,) = [s for s in query_statuses(read_events(root)) if s.query == "grow.events"]
+    assert status.schema_changes == 3 and status.restarts == 3
+    assert any("schema changes 3" in line for line in compact_lines([status]))
     # The fast path reads the grown table as Spark does: older files lack the new columns.
     sql = "SELECT id, n, city, geo.lat AS lat FROM events ORDER BY id"
     fast, _ = answer(root, sql, max_rows=10)

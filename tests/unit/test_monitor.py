@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from streamsmith.monitor.notify import notification_text
 from streamsmith.monitor.progress import progress_record
 from streamsmith.monitor.recorder import spec_secrets
 from streamsmith.monitor.status import query_statuses
+from streamsmith.monitor.status_view import batch_age, compact_lines, flow_of, rate
 
 KAFKA_PROGRESS: dict[str, Any] = {
     "id": "q-1",
@@ -142,6 +144,58 @@ def test_status_folds_restarts_failures_and_dead_processes() -> None:
     assert (q1.restarts, q1.last_error, q1.lag, q1.last_batch_time) == (1, "db down", 4, "T")
     assert (statuses["q2"].state, statuses["q2"].last_error) == ("failed", "boom")
     assert statuses["q3"].state == "stopped (process gone)"
+
+
+def test_compact_status_groups_queries_by_flow_and_never_cuts_a_name() -> None:
+    long_flow = "hourly_sightings_by_zip_code_with_device_locations_joined"
+    events = [
+        {"event": "started", "app": "nest", "query": f"nest.{long_flow}", "pid": 1},
+        _progress(f"nest.{long_flow}", 4, app="nest", query_id="a", input_rate=1234.5,
+                  process_rate=7.25, lag=12, quarantined=3, late=2,
+                  batch_time="2026-11-25T10:00:00.000Z",
+                  expectations={"has_zip": {"passed": 97, "failed": 3}}),
+        {"event": "started", "app": "nest", "query": f"nest.{long_flow}.quarantine", "pid": 1},
+        {"event": "started", "app": "nest", "query": "nest.archive", "pid": 1},
+        {"event": "gave_up", "app": "nest", "query": "nest.archive", "pid": 1,
+         "message": "PostgreSQL refused the connection " + "again " * 20},
+        {"event": "started", "app": "nest", "query": "camera_memory", "pid": 1},
+    ]  # fmt: skip
+    statuses = query_statuses(events, alive=lambda pid: True)
+    now = datetime(2026, 11, 25, 10, 3, 5, tzinfo=UTC)
+    for width in (80, 200):
+        lines = compact_lines(statuses, width, now)
+        text = "\n".join(lines)
+        assert all(len(line) <= width for line in lines), text
+        for status in statuses:
+            assert status.query in text and status.state in text
+        assert lines[0] == "nest: 3 flows, 4 queries"
+        assert lines[1] == f"  flow {long_flow}" and "  flow camera_memory" in lines
+        assert "3m ago" in text and "in 1234/s" in text and "processed 7.2/s" in text
+        assert "lag 12" in text and "quarantined 3" in text and "late 2" in text
+        assert "has_zip failed 3/100" in text
+        assert "error: PostgreSQL refused the connection" in text
+    narrow = compact_lines(statuses, 40, now)
+    assert all(len(line) <= 40 for line in narrow)
+    assert f"nest.{long_flow}.quarantine" in "".join(line.strip() for line in narrow)
+    wide = compact_lines(statuses, 200, now)
+    # one line per query, cells aligned; the main query before its quarantine query
+    assert wide[2].split()[:6] == [f"nest.{long_flow}", "active", "3m", "ago", "in", "1234/s"]
+    assert wide[3].split()[:5] == [f"nest.{long_flow}.quarantine", "active", "no", "batch", "yet"]
+    assert wide[2].index("active") == wide[3].index("active")
+    assert wide[2].index("quarantined 3") == wide[3].index("quarantined 0")
+
+
+def test_status_cells_read_as_a_person_says_them() -> None:
+    now = datetime(2026, 11, 25, 10, 0, 0, tzinfo=UTC)
+    assert batch_age("2026-11-25T09:59:48.000Z", now) == "12s ago"
+    assert batch_age("2026-11-25T07:00:00.000Z", now) == "3h ago"
+    assert batch_age("2026-11-23T09:00:00.000Z", now) == "2d ago"
+    assert batch_age(None, now) == "no batch yet"
+    assert [rate(v) for v in (None, 0.25, 12.4, 25_300.0)] == ["-", "0.2/s", "12/s", "25k/s"]
+    assert flow_of("a", "a.f") == ("f", "main")
+    assert flow_of("a", "a.f.quarantine") == ("f", "quarantine")
+    assert flow_of("a", "a.f.late") == ("f", "late")
+    assert flow_of("a", "memory_table") == ("memory_table", "main")
 
 
 def test_event_log_redacts_secrets_and_skips_a_torn_last_line(tmp_path: Path) -> None:

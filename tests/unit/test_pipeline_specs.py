@@ -18,8 +18,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streamsmith.config import find_spec
 from streamsmith.errors import UserError
-from streamsmith.pipelines import find_spec, load_pipeline
+from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.app import EventTime
 from streamsmith.runtime.plan import build_plan, describe_plan
 from streamsmith.schemas.ddl import DDLError, parse_schema
@@ -309,3 +310,12 @@ def test_a_source_schema_from_the_spec_reaches_python_flows_and_is_refused_elsew
                       storage_root=str(tmp_path))  # fmt: skip
     with pytest.raises(UserError, match=r"\(in --set\): flow .* reading no schema from the spec"):
         build_plan(cloudtrail, given)
+
+
+def test_the_reference_apps_catalog_says_what_each_app_module_declares() -> None:
+    """`streamsmith apps` lists the catalog without importing the apps: it must agree."""
+    from streamsmith.apps import REFERENCE_APPS, reference_app
+
+    for name, description in REFERENCE_APPS.items():
+        app = reference_app(name)
+        assert (app.name, app.description) == (name, description)

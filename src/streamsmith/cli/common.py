@@ -20,7 +20,17 @@ import typer
 from rich.console import Console
 
 from streamsmith import console
-from streamsmith.config import PipelineSpec, Trigger, load_spec, parse_trigger
+from streamsmith.config import (
+    DEFAULT_STORAGE_ROOT,
+    SPEC_FILE,
+    STORAGE_ROOT_ENV,
+    PipelineSpec,
+    Trigger,
+    find_spec,
+    load_spec,
+    load_spec_file,
+    parse_trigger,
+)
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
@@ -75,7 +85,7 @@ def spec_for(
 ) -> tuple[App, PipelineSpec]:
     """The app (a reference app by name, or a pipeline of your own by its spec file or
     folder; none: ``./streamsmith.yml``) and its spec as the command line layers it."""
-    from streamsmith.pipelines import find_spec, load_pipeline
+    from streamsmith.pipelines import load_pipeline
 
     path = find_spec(app_name)
     if path is not None:
@@ -96,8 +106,6 @@ def reading_target(app: str | None) -> str | None:
     """What a read-only command (query, sql-server, status) reads when it names no app:
     the pipeline of ``./streamsmith.yml`` when there is one, else the default storage
     root (by the cloudtrail app's spec, whose Spark settings are the defaults)."""
-    from streamsmith.pipelines import SPEC_FILE
-
     if app is not None or Path(SPEC_FILE).is_file():
         return app
     return "cloudtrail"
@@ -106,12 +114,9 @@ def reading_target(app: str | None) -> str | None:
 def storage_root(root: str | None) -> Path:
     """``--root``, else ``$STREAMSMITH_ROOT``, else the storage root of ``./streamsmith.yml``
     when there is one (a pipeline's own folder), else the default; made absolute."""
-    from streamsmith.config import DEFAULT_STORAGE_ROOT, STORAGE_ROOT_ENV
-    from streamsmith.pipelines import SPEC_FILE, load_pipeline
-
     given = root or os.environ.get(STORAGE_ROOT_ENV)
     if given is None and Path(SPEC_FILE).is_file():
-        return load_pipeline(Path(SPEC_FILE).resolve())[1].root
+        return load_spec_file(Path(SPEC_FILE).resolve()).root
     return Path(given or DEFAULT_STORAGE_ROOT).resolve()
 
 
@@ -140,13 +145,17 @@ def session(spec: PipelineSpec, name: str) -> SparkSession:
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM ask for a graceful stop; a second signal aborts at once."""
+def stop_on_signals(
+    stop: threading.Event, announce: str | None = "stopping after the current batch"
+) -> Iterator[None]:
+    """SIGINT/SIGTERM ask for a graceful stop (said on stderr, unless ``announce`` is
+    None); a second signal aborts at once."""
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
-        say(f"{signal.Signals(signum).name}: stopping after the current batch", to_stderr=True)
+        if announce is not None:
+            say(f"{signal.Signals(signum).name}: {announce}", to_stderr=True)
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}

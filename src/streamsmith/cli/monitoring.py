@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +13,7 @@ from streamsmith.cli.common import (
     Format,
     Root,
     check_format,
+    out,
     print_rows,
     say,
     spec_for,
@@ -19,6 +21,11 @@ from streamsmith.cli.common import (
     storage_root,
 )
 from streamsmith.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+
+    from streamsmith.monitor.status import QueryStatus
 
 
 def status(
@@ -28,42 +35,149 @@ def status(
     ] = None,
     root: Root = None,
     fmt: Format = "table",
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", help="Every field, one table row per query (a wide terminal)."),
+    ] = False,
+    watch: Annotated[
+        float | None,
+        typer.Option(
+            "--watch",
+            metavar="SECONDS",
+            min=0.1,
+            help="Redraw every SECONDS until Ctrl-C (table format only).",
+        ),
+    ] = None,
 ) -> None:
-    """One row per query from the event log: state, last batch, rates, lag, watermark
-    delay, state rows, quarantined and late rows, restarts, last error."""
-    from streamsmith.monitor.eventlog import read_events
-    from streamsmith.monitor.status import query_statuses
-
+    """Per app, per flow, each query from the event log: state, last batch, input and
+    processing rates, lag, restarts, quarantined and late rows, failed expectations and
+    the last error of a failed query. Reads files only: no Spark starts."""
     check_format(fmt)
+    if watch is not None and fmt != "table":
+        raise UserError(f"--watch redraws the table view: leave out --format {fmt}")
     storage, app = _status_scope(app, root)
-    statuses = query_statuses(read_events(storage, app))
-    if not statuses:
-        raise UserError(
-            f"no runs recorded under {storage}"
-            + (f" for app {app!r}" if app else "")
-            + ": start one with `streamsmith run`, or pass --root"
-        )
-    records = [s.as_dict() for s in statuses]
-    if fmt != "json":  # one cell: each expectation's failed of judged records
-        for record in records:
-            record["expectations"] = ", ".join(
-                f"{name} {n['failed']}/{n['passed'] + n['failed']} failed"
-                for name, n in record["expectations"].items()
-            )
-    rows = [list(record.values()) for record in records]
+    if watch is not None:
+        _watch(lambda: _status_view(storage, app, wide, required=False), watch)
+        return
+    if fmt == "table":
+        out.print(_status_view(storage, app, wide, required=True), crop=False)
+        return
+    statuses = _statuses(storage, app, required=True)
+    rows = [list(record.values()) for record in _records(statuses, flat=fmt != "json")]
     print_rows(rows, list(statuses[0].as_dict()), f"queries under {storage}", fmt)
 
 
 def _status_scope(app: str | None, root: str | None) -> tuple[Path, str | None]:
     """The storage root and app whose events ``status`` reads: a pipeline spec (named, or
-    ``./streamsmith.yml``) gives both; else ``--root`` and the app's name."""
-    from streamsmith.pipelines import SPEC_FILE
+    ``./streamsmith.yml``) gives both, read without loading the pipeline's code; else
+    ``--root`` and the app's name."""
+    from streamsmith.config import SPEC_FILE, find_spec, load_spec_file
 
-    named_spec = app is not None and (Path(app).is_dir() or app.endswith((".yml", ".yaml")))
-    if named_spec or (app is None and root is None and Path(SPEC_FILE).is_file()):
-        _, spec = spec_for(app, root=root)
-        return spec.root, spec.app
-    return storage_root(root), app
+    if app is None and (root is not None or not Path(SPEC_FILE).is_file()):
+        return storage_root(root), None
+    path = find_spec(app)
+    if path is None:  # a reference app's name
+        return storage_root(root), app
+    if path.suffix == ".py":  # its name is in its code
+        _, spec = spec_for(str(path), root=root)
+    else:
+        spec = load_spec_file(path, storage_root=root)
+    return spec.root, spec.app
+
+
+def _statuses(storage: Path, app: str | None, *, required: bool) -> list[QueryStatus]:
+    """The queries' statuses from the event log; none recorded is a user error when
+    ``required`` (a single look), not while watching for a run to start."""
+    from streamsmith.monitor.eventlog import read_events
+    from streamsmith.monitor.status import query_statuses
+
+    statuses = query_statuses(read_events(storage, app))
+    if not statuses and required:
+        raise UserError(
+            f"no runs recorded under {storage}"
+            + (f" for app {app!r}" if app else "")
+            + ": start one with `streamsmith run`, or pass --root"
+        )
+    return statuses
+
+
+def _records(statuses: list[QueryStatus], *, flat: bool) -> list[dict[str, Any]]:
+    """Every field of each status; ``flat``: the expectations as one cell, each one's
+    failed of judged records."""
+    records = [status.as_dict() for status in statuses]
+    for record in records if flat else ():
+        record["expectations"] = ", ".join(
+            f"{name} {n['failed']}/{n['passed'] + n['failed']} failed"
+            for name, n in record["expectations"].items()
+        )
+    return records
+
+
+def _status_view(storage: Path, app: str | None, wide: bool, *, required: bool) -> RenderableType:
+    """The status as the terminal shows it: the compact view at the console's width, or
+    with ``wide`` every field in a table as wide as its cells (nothing cut)."""
+    from rich.console import Group
+    from rich.measure import Measurement
+    from rich.text import Text
+
+    from streamsmith.console import rows_table
+    from streamsmith.monitor.status_view import compact_lines
+
+    statuses = _statuses(storage, app, required=required)
+    where = f"queries under {_shown_path(storage)}"
+    if not statuses:
+        return Text(f"{where}: no runs recorded yet")
+    if wide:
+        records = _records(statuses, flat=True)
+        table = rows_table(list(records[0]), [list(r.values()) for r in records])
+        for column in table.columns:
+            column.no_wrap = True
+        natural = Measurement.get(out, out.options.update(width=100_000), table).maximum
+        return Group(Text(where), _Sized(table, natural))
+    lines = [*_wrapped_text(where, out.width), *compact_lines(statuses, out.width)]
+    return Text("\n".join(lines), no_wrap=True, overflow="ignore")
+
+
+class _Sized:
+    """A renderable printed at its natural width, wider than the terminal if need be, so
+    no cell is cut (``--wide``: for a wide terminal, or ``less -S``)."""
+
+    def __init__(self, renderable: RenderableType, width: int) -> None:
+        self.renderable, self.width = renderable, width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from console.render(self.renderable, options.update(width=self.width))
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working folder when under it: shorter on screen."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def _wrapped_text(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, break_on_hyphens=False, subsequent_indent="  ")
+
+
+def _watch(view: Callable[[], RenderableType], seconds: float) -> None:
+    """Redraw ``view`` every ``seconds`` (in place on a terminal, one frame after the
+    other into a pipe or file) until SIGINT or SIGTERM."""
+    from datetime import datetime
+
+    stop = threading.Event()
+    with stop_on_signals(stop, announce=None):
+        while not stop.is_set():
+            frame = view()
+            if out.is_terminal:
+                out.clear()
+            header = f"every {seconds:g}s, {datetime.now():%H:%M:%S} (Ctrl-C stops)"
+            say(header)
+            out.print(frame, crop=False)
+            if not out.is_terminal:
+                say("")
+            out.file.flush()
+            stop.wait(seconds)
 
 
 def dashboard(

@@ -32,10 +32,13 @@ checkpoint_cli = typer.Typer(
 
 def list_apps() -> None:
     """List the reference applications and the pipelines installed packages expose."""
-    from streamsmith.apps import APPS, installed_pipelines
+    from streamsmith.apps import ENTRY_POINT_GROUP, REFERENCE_APPS, installed_pipelines
+    from streamsmith.io.plugins import entry_point_names
 
-    for app in APPS.values():
-        out.print(f"[bold]{app.name}[/bold]: {app.description}")
+    for name, description in REFERENCE_APPS.items():
+        out.print(f"[bold]{name}[/bold]: {description}")
+    if not entry_point_names(ENTRY_POINT_GROUP):
+        return  # nothing installed: no pipeline code (nor PySpark) to load
     for app in installed_pipelines():
         out.print(f"[bold]{app.name}[/bold]: {app.description} (installed pipeline)")
 
@@ -152,12 +155,22 @@ def checkpoint_show(
     spec: SpecFiles = None,
     set_: Sets = None,
     root: Root = None,
-    rows: Annotated[int, typer.Option("--rows", help="State rows to print per store.")] = 5,
+    state_rows: Annotated[
+        int,
+        typer.Option(
+            "--state-rows",
+            min=0,
+            help="Also print the first N rows of each state store: this starts Spark.",
+        ),
+    ] = 0,
 ) -> None:
-    """Offsets, commits, last batch, and the state stores' metadata and contents."""
+    """Per query: its id, last planned and committed batch, each source's offsets, and
+    its state stores (operator, stores, partitions, batches, rows at the last batch the
+    event log recorded), read from the checkpoint's files without Spark."""
     import json
 
-    from streamsmith.runtime.checkpoints import show_checkpoint
+    from streamsmith.monitor.eventlog import read_events
+    from streamsmith.runtime.checkpoint_files import read_checkpoint, state_samples
     from streamsmith.runtime.plan import build_plan
 
     application, pipeline = spec_for(app, spec, set_, root)
@@ -167,9 +180,16 @@ def checkpoint_show(
         raise UserError(
             f"app {application.name} has no flow {flow!r}: see `streamsmith dry-run {app or ''}`"
         )
-    spark = session(pipeline, "checkpoint")
-    for output in (o for f in flows for o in f.outputs):
-        view = show_checkpoint(spark, output, rows)
+    events = read_events(plan.root, application.name)
+    views = [
+        read_checkpoint(output.query_name, output.checkpoint, events)
+        for f in flows
+        for output in f.outputs
+    ]
+    spark = (
+        session(pipeline, "checkpoint") if state_rows and any(v.operators for v in views) else None
+    )
+    for view in views:
         say(f"{view.query}: {view.path}")
         if not view.exists:
             say("  no checkpoint yet")
@@ -180,13 +200,19 @@ def checkpoint_show(
             say(f"  batch {view.last_batch} is planned but not committed: it runs again on start")
         for number, offsets in enumerate(view.offsets):
             say(f"  source {number} offsets: {json.dumps(offsets)}")
-        for operator, sample in zip(view.operators, view.state_rows, strict=True):
-            say(f"  state: operator {operator['operatorId']} {operator['operatorName']} "
-                f"store {operator['stateStoreName']}, {operator['numPartitions']} partitions, "
-                f"batches {operator['minBatchId']}..{operator['maxBatchId']}, "
-                f"{operator['rows']} rows")  # fmt: skip
-            for row in sample:
-                say(f"    {json.dumps(row, default=str)}")
+        samples = state_samples(spark, view, state_rows) if spark is not None else {}
+        for operator in view.operators:
+            rows = (
+                f"{operator.rows} rows at batch {operator.rows_batch}"
+                if operator.rows is not None
+                else "rows not in the event log"
+            )
+            say(f"  state: operator {operator.operator_id} {operator.name} "
+                f"store {', '.join(operator.stores)}, {operator.partitions} partitions, "
+                f"batches {view.first_commit}..{view.last_commit}, {rows}")  # fmt: skip
+            for part in operator.parts:
+                for row in samples.get((operator.operator_id, part), []):
+                    say(f"    {part}: {json.dumps(row, default=str)}")
 
 
 def check_upgrade(

@@ -14,9 +14,11 @@ becomes one quarantined row naming the file and the decoder's error.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from functools import cache
+from typing import cast
 
-import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.readwriter import DataFrameReader
@@ -54,21 +56,33 @@ def decode_document(content: bytes) -> tuple[str | None, str | None]:
         return data.decode("utf-8", errors="replace"), f"not UTF-8 text at byte {exc.start}"
 
 
-_DECODED = pa.struct([("text", pa.string()), ("error", pa.string())])
 _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("error", StringType())])
 
 
-@arrow_udf(_DECODED_TYPE)  # type: ignore[call-overload, untyped-decorator]
-def _decode_documents(content: pa.Array) -> pa.Array:
-    texts: list[str | None] = []
-    errors: list[str | None] = []
-    for value in content.to_pylist():
-        text, error = decode_document(value)
-        texts.append(text)
-        errors.append(error)
-    return pa.StructArray.from_arrays(
-        [pa.array(texts, pa.string()), pa.array(errors, pa.string())], fields=list(_DECODED)
-    )
+@cache
+def _document_decoder() -> Callable[[Column], Column]:
+    """The Arrow UDF that decodes each file's bytes, made on first use: planning a
+    pipeline (``dry-run``, ``checkpoint show``) then needs no PyArrow."""
+    import pyarrow as pa
+
+    decoded = pa.struct([("text", pa.string()), ("error", pa.string())])
+
+    def decode_documents(content: pa.Array) -> pa.Array:
+        texts: list[str | None] = []
+        errors: list[str | None] = []
+        for value in content.to_pylist():
+            text, error = decode_document(value)
+            texts.append(text)
+            errors.append(error)
+        return pa.StructArray.from_arrays(
+            [pa.array(texts, pa.string()), pa.array(errors, pa.string())], fields=list(decoded)
+        )
+
+    # PySpark tells an Arrow UDF by its type hints, resolved in the module's globals,
+    # which do not hold ``pa`` (imported here, on use): give it the types themselves.
+    decode_documents.__annotations__ = {"content": pa.Array, "return": pa.Array}
+    udf = arrow_udf(_DECODED_TYPE)(decode_documents)  # type: ignore[call-overload]
+    return cast("Callable[[Column], Column]", udf)
 
 
 Reader = DataStreamReader | DataFrameReader
@@ -106,7 +120,7 @@ def read_files(
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     if spec.format == "json":
         frame = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(path)
-        decoded = _decode_documents(F.col("content"))
+        decoded = _document_decoder()(F.col("content"))
         return frame.select(
             F.col("path").alias(SOURCE_FILE),
             decoded["text"].alias(RAW),

@@ -65,6 +65,7 @@ class QueryStatus:
     restarts: int
     last_error: str | None
     schedule: ScheduleStatus | None = None
+    schema_changes: int = 0  # new schema versions its source gained while it ran
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +97,8 @@ def query_statuses(
             entry["pid"] = event.get("pid")
         if kind == "restart":
             entry["restarts"] += 1
+        if kind == "schema_change":
+            entry["schema_changes"] += 1
         if kind == "terminated" and entry["state"] != "restarting":
             # Spark's event may arrive after the supervisor scheduled the restart
             entry["state"] = "failed" if event.get("message") else "stopped"
@@ -111,7 +114,8 @@ def _entry(
     folded: dict[tuple[str, str], dict[str, Any]], event: Mapping[str, Any], query: str
 ) -> dict[str, Any]:
     key = (str(event.get("app")), str(query))
-    blank = {"state": "unknown", "batches": {}, "restarts": 0, "error": None, "pid": None}
+    blank = {"state": "unknown", "batches": {}, "restarts": 0, "error": None, "pid": None,
+             "schema_changes": 0}  # fmt: skip
     return folded.setdefault(key, blank)
 
 
@@ -161,6 +165,7 @@ def _status(
         restarts=entry["restarts"],
         last_error=entry["error"],
         schedule=_schedule_status(entry),
+        schema_changes=entry["schema_changes"],
     )
 
 

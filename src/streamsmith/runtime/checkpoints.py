@@ -1,4 +1,4 @@
-"""Checkpoint tools: what a query's checkpoint holds, and whether new code can resume it.
+"""Whether new code can resume a query's checkpoint (what it holds: ``checkpoint_files``).
 
 Every time streamsmith starts a query it writes a *fingerprint* next to Spark's files
 (``<checkpoint>/streamsmith-flow.json``): the source and its input, the sink, the output
@@ -294,64 +294,3 @@ def _verdict(output: Output, new: dict[str, Any]) -> Verdict:
             ],
         )
     return compare(old, new)
-
-
-# ---------------------------------------------------------------------------------------
-# Showing a checkpoint
-
-
-@dataclass
-class CheckpointView:
-    """What ``checkpoint show`` prints for one query."""
-
-    query: str
-    path: Path
-    exists: bool
-    query_id: str | None = None
-    last_batch: int | None = None
-    last_commit: int | None = None
-    offsets: list[Any] = field(default_factory=list)
-    operators: list[dict[str, Any]] = field(default_factory=list)
-    state_rows: list[list[dict[str, Any]]] = field(default_factory=list)
-
-
-def show_checkpoint(spark: SparkSession, output: Output, rows: int = 10) -> CheckpointView:
-    """Offsets, commits, last batch and the state stores (metadata and first ``rows``)."""
-    path = output.checkpoint
-    view = CheckpointView(output.query_name, path, (path / "offsets").is_dir())
-    if not view.exists:
-        return view
-    metadata = path / "metadata"
-    if metadata.is_file():
-        view.query_id = json.loads(metadata.read_text(encoding="utf-8")).get("id")
-    view.last_batch = _last_id(path / "offsets")
-    view.last_commit = _last_id(path / "commits")
-    if view.last_batch is not None:
-        lines = (path / "offsets" / str(view.last_batch)).read_text(encoding="utf-8")
-        view.offsets = [_json_or_text(line) for line in lines.splitlines()[2:]]
-    if (path / "state").is_dir():
-        meta = spark.read.format("state-metadata").load(str(path)).collect()
-        view.operators = [row.asDict(recursive=True) for row in meta]
-        for operator in view.operators:
-            state = (
-                spark.read.format("statestore")
-                .option("operatorId", operator["operatorId"])
-                .option("storeName", operator["stateStoreName"])
-                .load(str(path))
-            )
-            operator["rows"] = state.count()
-            sample = state.limit(rows).collect()
-            view.state_rows.append([row.asDict(recursive=True) for row in sample])
-    return view
-
-
-def _last_id(folder: Path) -> int | None:
-    ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
-    return max(ids) if ids else None
-
-
-def _json_or_text(line: str) -> Any:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return line

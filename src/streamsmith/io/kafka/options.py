@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+# The name streamsmith's own Kafka data source registers under (io.kafka.source): kept
+# here, apart from the connector, so naming it imports neither PyArrow nor PySpark's
+# data source API.
+SOURCE_NAME = "streamsmith_kafka"
+
 
 @dataclass(frozen=True)
 class KafkaOption:

@@ -38,11 +38,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from streamsmith.io.kafka.offsets import json_within
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,8 @@ class RangeCache:
         The lock is held only to consume, never while Spark processes the batches, so
         a query's slow batch does not hold up the others' tasks for the same range.
         """
+        import pyarrow as pa  # on use: planning a pipeline names this module
+
         digest = self._digest(key)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{digest}.arrow"
@@ -136,6 +139,8 @@ class RangeCache:
         self, path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]
     ) -> Iterator[pa.RecordBatch]:
         """An uncounted read: the shared file when it is complete, else the broker."""
+        import pyarrow as pa
+
         try:
             source = pa.memory_map(str(path))  # a file under its name is complete
         except FileNotFoundError:
@@ -187,6 +192,8 @@ def _locked(path: Path) -> Iterator[None]:
 def _consume_into(path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]) -> bool:
     """Write every batch of ``consume()`` to ``path``, which appears only when complete;
     False when there was none."""
+    import pyarrow as pa
+
     staging = path.with_suffix(f".{os.getpid()}.tmp")
     writer: pa.ipc.RecordBatchFileWriter | None = None
     try:

@@ -78,7 +78,7 @@ from streamsmith.io.kafka.offsets import (
     split_ranges,
     to_json_dict,
 )
-from streamsmith.io.kafka.options import SOURCE_OPTIONS, unknown_options
+from streamsmith.io.kafka.options import SOURCE_NAME, SOURCE_OPTIONS, unknown_options
 from streamsmith.io.kafka.range_cache import (
     DEFAULT_DIR,
     DEFAULT_TTL_S,
@@ -89,7 +89,6 @@ from streamsmith.io.kafka.sink import KafkaBatchWriter, KafkaStreamWriter, parse
 
 log = logging.getLogger(__name__)
 
-SOURCE_NAME = "streamsmith_kafka"
 
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])

@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import ConfValue, SourceSpec
 from streamsmith.errors import UserError
-from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
+from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sinks.base import (
     ALL_MODES,
     QueryArgs,
@@ -83,6 +83,8 @@ class KafkaTopicSink(Sink):
         connector = self.options.connector
         spark_connector = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
         if not spark_connector:
+            from streamsmith.io.kafka.source import register_kafka_source  # PyArrow: on use
+
             register_kafka_source(spark)
         fmt = "kafka" if spark_connector else SOURCE_NAME
         settings = {key: _option(value) for key, value in self.settings.items()}

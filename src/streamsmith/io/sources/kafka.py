@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -14,11 +14,12 @@ from pyspark.sql.types import StructType
 
 from streamsmith import jvm
 from streamsmith.config import ConfValue, SourceSpec
-from streamsmith.io.kafka.client import sample_values
-from streamsmith.io.kafka.source import SOURCE_NAME, parse_options, register_kafka_source
-from streamsmith.io.schema_store import InputSample, value_sample
+from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
+
+if TYPE_CHECKING:
+    from streamsmith.io.schema_store import InputSample
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,8 @@ def read_kafka(
         options["valueSchema"] = schema.toDDL()
     fmt = kafka_format(spark, spec)
     if fmt == SOURCE_NAME:
+        from streamsmith.io.kafka.source import register_kafka_source  # PyArrow: on use
+
         register_kafka_source(spark)
         if "minpartitions" not in keys:  # balanced tasks for large batches; see below
             options["minPartitions"] = SPREAD_TASKS_PER_CORE * spark.sparkContext.defaultParallelism
@@ -134,6 +137,10 @@ def read_kafka(
 def kafka_sample(options: Mapping[str, ConfValue], limit: int) -> InputSample:
     """The first ``limit`` values of the topics a Kafka source's ``options`` subscribe
     to, as records for ``schema: infer``."""
+    from streamsmith.io.kafka.client import sample_values
+    from streamsmith.io.kafka.source import parse_options
+    from streamsmith.io.schema_store import value_sample
+
     parsed = parse_options({k: str(v) for k, v in options.items()}, streaming=True)
     values = sample_values(parsed.kafka_conf, parsed.subscription, limit)
     return value_sample(values, f"{parsed.subscription.describe()} on {parsed.servers}")

@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster lint docs docs-serve format bench peers peers-flink clean
+.PHONY: setup java postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink clean
 
 setup: java postgres blas $(VENV)/.installed jvm-archive
 
@@ -74,6 +74,11 @@ test-deep: setup
 
 test-fast: setup
 	$(PY) -m pytest tests/unit
+
+# Three always-on flows under a seeded schedule of kills, outages and malformed records,
+# judged against the feeder's ground truth (benchmarks/chaos.py; --seed replays a run).
+test-chaos: setup
+	$(PY) benchmarks/chaos.py --profile full --json chaos-verdict.json
 
 # The ysb app on a standalone master and two workers on loopback (streamsmith cluster).
 test-cluster: setup

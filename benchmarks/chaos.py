@@ -471,7 +471,9 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
             "reconciles": len(sent) + malformed == len(ids) + len(quarantined),
         }  # fmt: skip
     with psycopg.connect(dsn) as conn:
-        stored = {(str(m), k): n for m, k, n in conn.execute("SELECT minute, key, n FROM counts")}
+        stored = {
+            (_minute(m), k): n for m, k, n in conn.execute("SELECT minute, key, n FROM counts")
+        }
     wrong = {key: (stored.get(key), n) for key, n in truth.counts.items() if stored.get(key) != n}
     events = read_events(root, "chaos")
     verdict = {
@@ -495,6 +497,13 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
                 and p["quarantine_without_reason_or_raw"] == 0 for p in paths.values())
     )  # fmt: skip
     return verdict
+
+
+def _minute(value: datetime) -> str:
+    """A window start as the feeder keys it: UTC, to the second."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def main() -> None:

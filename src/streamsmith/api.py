@@ -44,7 +44,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, get_args, over
 
 from pyspark.sql.types import StructType
 
-from streamsmith.config import INFER, ExpectAction
+from streamsmith.config import INFER, ExpectAction, parser_options
 from streamsmith.errors import UserError
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, Transform
 from streamsmith.runtime.app import StreamInput as Stream
@@ -205,10 +205,7 @@ class Pipeline:
             declared = self.sources.get(source or "", {})
             record_schema = _schema(schema if schema is not None else declared.get("schema"), where)
             needed = (*declared.get("required", ()), *required)
-            options = {
-                "rescue": declared.get("schema_evolution") == "rescue",
-                "variant": declared.get("variant"),
-            }
+            options = parser_options(declared.get("schema_evolution"), declared.get("variant"))
             prepare = self._parser(source, record_schema, needed, event_time, parse, options)
             stream_inputs, stream_sources = _streams(streams)
             siblings = [

@@ -194,6 +194,16 @@ FILE_FORMATS = ("json", "jsonl", "csv", "text", "parquet")
 
 # ``schema: infer``: the records' schema is sampled from the input (streamsmith.io.schema_store).
 INFER = "infer"
+# The schema evolution modes in which a field the schema lacks stops the batch, and those
+# in which such records are tagged (to stop the batch, or to be counted).
+STOPPING = ("add_new_columns", "fail_on_new_columns")
+TAGGING = (*STOPPING, "none")
+
+
+def parser_options(evolution: str | None, variant: str | None) -> dict[str, Any]:
+    """How records are parsed under a schema evolution mode and a variant column: the
+    keyword arguments of ``streamsmith.transforms.events.RecordParser``."""
+    return {"rescue": evolution == "rescue", "evolve": evolution in TAGGING, "variant": variant}
 
 
 class SourceSpec(StrictModel):
@@ -282,6 +292,11 @@ class SourceSpec(StrictModel):
         """Whether the flow needs each record's JSON text (schema evolution, a variant
         column), so a JSON-lines source hands over whole lines."""
         return self.evolution is not None or self.variant is not None
+
+    @property
+    def parser_options(self) -> dict[str, Any]:
+        """The keyword arguments of the parser that reads this source's records."""
+        return parser_options(self.evolution, self.variant)
 
     @property
     def evolution(self) -> str | None:

@@ -328,9 +328,7 @@ def _flow(
             RecordParser(
                 schema,
                 tuple(dict.fromkeys(required)),
-                rescue=source.evolution == "rescue",
-                evolve=source.evolution in ("add_new_columns", "fail_on_new_columns", "none"),
-                variant=source.variant,
+                **source.parser_options,
             )
             if schema is not None
             else None

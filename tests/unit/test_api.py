@@ -144,3 +144,18 @@ def test_a_function_that_cannot_take_its_inputs_is_refused_at_plan_time(tmp_path
     spec = load_spec(pipeline.app.default_spec, storage_root=str(tmp_path))
     with pytest.raises(UserError, match="must take the events and, by keyword, assets"):
         build_plan(pipeline.app, spec)
+
+
+def test_a_python_pipelines_source_parses_by_its_schema_evolution_mode() -> None:
+    """The spec's modes reach a Python pipeline's parser as they reach a spec's: a mode
+    that stops or counts on new fields tags them (the runtime relies on it)."""
+    import streamsmith as ss
+
+    for mode, tags in (("fail_on_new_columns", True), ("none", True), ("rescue", False)):
+        pipeline = ss.Pipeline("p", sources={"s": {"format": "jsonl", "path": "in",
+                                                   "schema": "id string",
+                                                   "schema_evolution": mode}})  # fmt: skip
+        pipeline.flow(lambda events: events, name="f", sink={"table": "t"})
+        parser = pipeline.flows[0].prepare
+        assert getattr(parser, "evolve", None) is tags
+        assert getattr(parser, "rescue", None) is (mode == "rescue")

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamsmith.config import STOPPING
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, table_path
 from streamsmith.runtime.app import FlowDefinition
@@ -37,9 +38,6 @@ from streamsmith.transforms.quarantine import (
     accepted,
     quarantined,
 )
-
-# The schema evolution modes in which a field the schema lacks stops the batch.
-STOPPING = ("add_new_columns", "fail_on_new_columns")
 
 
 @dataclass(frozen=True)

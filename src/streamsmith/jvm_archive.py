@@ -66,6 +66,9 @@ def archive_path() -> Path | None:
     stat = java.stat()
     digest.update(f"{java}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     jars = spark_jars()
+    # The JVM checks the classpath the archive was recorded with, paths included: another
+    # checkout's virtualenv (same jars, another folder) needs its own archive.
+    digest.update(f"{jars.resolve()}\0".encode())
     if jars.is_dir():
         for jar in sorted(jars.iterdir()):
             digest.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())

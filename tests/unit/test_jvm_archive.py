@@ -56,6 +56,14 @@ def test_the_name_follows_java_and_spark_classpath(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = jvm_archive.archive_path()
+    # The same jars in another folder (another checkout's virtualenv): another archive.
+    copy = cache / "other-venv/jars"
+    copy.mkdir(parents=True)
+    jars = jvm_archive.spark_jars
+    monkeypatch.setattr(jvm_archive, "spark_jars", lambda: copy)
+    assert jvm_archive.archive_path() not in {first, None}
+    monkeypatch.setattr(jvm_archive, "spark_jars", jars)
+    assert jvm_archive.archive_path() == first
     monkeypatch.setenv("SPARK_DIST_CLASSPATH", "/opt/hadoop/*")
     assert jvm_archive.archive_path() not in {first, None}
     monkeypatch.setenv("JAVA_HOME", str(cache / "no-such-jdk"))

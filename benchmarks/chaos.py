@@ -22,6 +22,7 @@ duplicated, every malformed record quarantined with its reason and raw payload.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,6 +85,8 @@ PROFILES = {
     "full": Profile(kills=20, broker_outages=2, postgres_outages=2, malformed=1000),
 }
 
+CUT_GZIP = "gzip file cut short"
+FLOWS = ("files_events", "kafka_events", "kafka_counts")
 # Malformed records, by kind: (file line, Kafka value); None where a kind has no form
 # on that path. Each reaches the quarantine with a reason.
 MALFORMED: dict[str, tuple[bytes | None, bytes | None]] = {
@@ -108,6 +112,9 @@ MALFORMED: dict[str, tuple[bytes | None, bytes | None]] = {
     "JSON null": (b"null", b"null"),
     "array for an object": (b"[1, 2, 3]", b"[1, 2, 3]"),
     "a bare string": (b'"hello"', b'"hello"'),
+    # A whole file: a gzip file cut short, whose whole lines are valid records and whose
+    # lost rest is one quarantined record (Feeder.cut_gzip).
+    CUT_GZIP: (None, None),
     "invalid UTF-8": (
         b'{"id": "bad\xff\xfe", "key": "k1", "amount": 1, "ts": "2026-11-25T10:00:00Z"}',
         b'{"id": "bad\xff\xfe", "key": "k1", "amount": 1, "ts": "2026-11-25T10:00:00Z"}',
@@ -138,7 +145,8 @@ class Fault:
     kind: str
     mid_batch: bool = False
     landed_mid_batch: bool | None = None
-    recovered_s: float | None = None
+    # Per flow: seconds from the kill (or the outage's end) to its first batch committed.
+    recovered_s: dict[str, float | None] = field(default_factory=dict)
 
 
 def schedule(profile: Profile, seed: int) -> list[Fault]:
@@ -201,6 +209,9 @@ class Feeder(threading.Thread):
             minute = now.replace(second=0, microsecond=0).strftime("%Y-%m-%d %H:%M:%S")
             self.truth.counts[(minute, record["key"])] += 1
         for kind in self.bad_kinds():
+            if kind == CUT_GZIP:
+                self.cut_gzip(number)
+                continue
             line, value = MALFORMED[kind]
             if line is not None:
                 lines.append(line)
@@ -212,6 +223,22 @@ class Feeder(threading.Thread):
         staging.write_bytes(b"\n".join(lines) + b"\n")
         staging.replace(self.inbox / f"part-{number:05d}.jsonl")
         self.producer.flush(60)
+
+    def cut_gzip(self, number: int) -> None:
+        """A gzipped file of valid records, cut short inside a line: its whole lines are
+        valid records to land, the rest one malformed record (worked out here with zlib
+        alone, not with the code under test)."""
+        records = [json.dumps({"id": f"z{number}-{i}", "key": self.rng.choice(KEYS),
+                               "amount": i, "ts": datetime.now(UTC).isoformat()}).encode()
+                   for i in range(200)]  # fmt: skip
+        packed = gzip.compress(b"\n".join(records) + b"\n", mtime=0)
+        cut = packed[: self.rng.randrange(len(packed) // 4, len(packed) * 3 // 4)]
+        whole = zlib.decompressobj(wbits=31).decompress(cut).rpartition(b"\n")[0]
+        self.truth.file_ids.update(json.loads(line)["id"] for line in whole.splitlines())
+        self.truth.malformed[("files", CUT_GZIP)] += 1
+        staging = self.inbox / f".cut-{number:05d}.tmp"
+        staging.write_bytes(cut)
+        staging.replace(self.inbox / f"cut-{number:05d}.jsonl.gz")
 
     def bad_kinds(self) -> list[str]:
         """This tick's malformed kinds: a few each tick until the profile's count."""
@@ -244,6 +271,7 @@ def spec_document(bootstrap: str, dsn: str, filtered: bool = False) -> dict[str,
         "postgres": {"dsn": dsn},
         "sources": {
             "files": {"format": "jsonl", "path": "input/files", "schema": SCHEMA,
+                      "compression": "gzip",
                       "required": ["id", "key", "amount", "ts"], "max_files_per_trigger": 5},
             "kafka": {"format": "kafka", "schema": SCHEMA,
                       "required": ["id", "key", "amount", "ts"],
@@ -300,7 +328,7 @@ class Pipeline:
 
 def in_flight(home: Path) -> bool:
     """Whether a main query has a batch planned but not committed."""
-    for flow in ("files_events", "kafka_events", "kafka_counts"):
+    for flow in FLOWS:
         checkpoint = home / "data/checkpoints/chaos" / flow
         offsets = _ids(checkpoint / "offsets")
         commits = _ids(checkpoint / "commits")
@@ -313,9 +341,9 @@ def _ids(folder: Path) -> set[int]:
     return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
 
 
-def commits(home: Path) -> int:
-    return sum(len(_ids(home / "data/checkpoints/chaos" / f / "commits"))
-               for f in ("files_events", "kafka_events", "kafka_counts"))  # fmt: skip
+def commits(home: Path) -> dict[str, int]:
+    """Each main query's committed batches."""
+    return {flow: len(_ids(home / "data/checkpoints/chaos" / flow / "commits")) for flow in FLOWS}
 
 
 @contextmanager
@@ -427,9 +455,12 @@ def apply(
         start_postgres(pg_home, server.port)
     before, since = commits(home), time.monotonic()
     deadline = since + 240
-    while commits(home) <= before and time.monotonic() < deadline:
+    fault.recovered_s = dict.fromkeys(FLOWS)
+    while None in fault.recovered_s.values() and time.monotonic() < deadline:
+        for flow, count in commits(home).items():
+            if fault.recovered_s[flow] is None and count > before[flow]:
+                fault.recovered_s[flow] = round(time.monotonic() - since, 1)
         time.sleep(0.2)
-    fault.recovered_s = round(time.monotonic() - since, 1) if commits(home) > before else None
     return broker
 
 
@@ -484,6 +515,9 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
         "malformed_kinds": len({kind for _, kind in truth.malformed}),
         "faults": [asdict(f) for f in faults],
         "kills_mid_batch": sum(1 for f in faults if f.kind == "kill" and f.landed_mid_batch),
+        "recovery_s": {flow: _spread([f.recovered_s.get(flow) for f in faults]) for flow in FLOWS},
+        "unrecovered": [f"{f.kind}@{f.at_s:g}s: {flow}" for f in faults
+                        for flow, took in f.recovered_s.items() if took is None],
         "restarts_in_event_log": sum(1 for e in events if e["event"] == "restart"),
         "failures_in_event_log": sum(1 for e in events if e["event"] == "failure"),
         "gave_up": [e.get("query") for e in events if e["event"] == "gave_up"],
@@ -492,11 +526,18 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
     verdict["ok"] = (
         drained == 0
         and not verdict["gave_up"]
+        and not verdict["unrecovered"]
         and not wrong
         and all(p["lost"] == p["duplicated"] == p["unexpected"] == 0 and p["reconciles"]
                 and p["quarantine_without_reason_or_raw"] == 0 for p in paths.values())
     )  # fmt: skip
     return verdict
+
+
+def _spread(seconds: list[float | None]) -> str:
+    """The fastest and slowest recovery, as ``min-max``."""
+    known = [s for s in seconds if s is not None]
+    return f"{min(known):g}-{max(known):g}" if known else "none"
 
 
 def _minute(value: datetime) -> str:

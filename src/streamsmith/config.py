@@ -245,6 +245,13 @@ class SourceSpec(StrictModel):
         description="with max_files_per_trigger: adaptive batches between the two",
     )
     latest_first: bool = Field(default=False, description="read the newest files first")
+    compression: Literal["none", "gzip"] = Field(
+        default="none",
+        description="gzip: files may be gzipped (told by their first bytes) and are decoded "
+        "by streamsmith, so a file cut short or corrupt gives the lines before the damage "
+        "and one quarantined record naming it, where Spark's reader fails the query (it "
+        "reads *.gz files too, but stops at a damaged one) (jsonl and text files)",
+    )
     connector: Literal["auto", "jvm", "python"] = Field(
         default="auto", description="Kafka: Spark's JVM connector, or streamsmith's Python one"
     )
@@ -290,8 +297,13 @@ class SourceSpec(StrictModel):
     @property
     def reads_raw_json(self) -> bool:
         """Whether the flow needs each record's JSON text (schema evolution, a variant
-        column), so a JSON-lines source hands over whole lines."""
-        return self.evolution is not None or self.variant is not None
+        column, files streamsmith decodes), so a JSON-lines source hands over whole lines."""
+        return self.evolution is not None or self.variant is not None or self.decodes_files
+
+    @property
+    def decodes_files(self) -> bool:
+        """Whether streamsmith decodes the files (compression: gzip) rather than Spark."""
+        return self.compression != "none"
 
     @property
     def parser_options(self) -> dict[str, Any]:
@@ -337,6 +349,11 @@ class SourceSpec(StrictModel):
                 f"schema_evolution: {self.schema_evolution} tells what the schema lacks from "
                 "the raw JSON: it needs jsonl files, or Kafka values decoded by the flow (not "
                 "valueFormat=json)"
+            )
+        if self.decodes_files and self.format not in ("jsonl", "text"):
+            raise ValueError(
+                f"compression: {self.compression} is for jsonl and text files (json documents "
+                "are decoded by streamsmith already, gzipped or not; csv and parquet by Spark)"
             )
         if self.is_file_source:
             if not self.path:

@@ -1,8 +1,8 @@
 """The chaos run's short profile, as ``make test`` runs it: five SIGKILLs (a third or more
 while a batch is in flight), a SIGTERM, an approved upgrade, the broker and PostgreSQL
-each taken away, 200 malformed records of eleven kinds; nothing lost, nothing
-duplicated, every malformed record quarantined with its reason (``benchmarks/chaos.py``;
-``make test-chaos`` runs the full profile)."""
+each taken away, 200 malformed records of twelve kinds (a gzip file cut short among
+them); nothing lost, nothing duplicated, every malformed record quarantined with its
+reason (``benchmarks/chaos.py``; ``make test-chaos`` runs the full profile)."""
 
 from __future__ import annotations
 

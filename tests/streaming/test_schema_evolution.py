@@ -13,6 +13,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from feeds import deliver, feed_project
 from streamsmith.config import Trigger
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import backfill_path, read_table, register_lake_views, table_path
@@ -31,22 +32,6 @@ from streamsmith.transforms.quarantine import REJECT_REASON
 from streamsmith.web.server import Dashboard
 
 Produce = Callable[..., None]
-
-
-def feed_project(tmp_path: Path, name: str, **source: object) -> Path:
-    """A pipeline over one inferred JSON-lines source copying it to table ``events``;
-    returns the source's input folder."""
-    spec = {
-        "name": name,
-        "storage_root": "data",
-        "sources": {"events": {"format": "jsonl", "path": "input/events", "schema": "infer",
-                               "required": ["id"], **source}},
-        "flows": {"events": {"sql": "SELECT * FROM events", "sink": {"table": "events"}}},
-    }  # fmt: skip
-    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
-    folder = tmp_path / "data/input/events"
-    folder.mkdir(parents=True)
-    return folder
 
 
 def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) -> None:
@@ -85,6 +70,22 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
     assert rows['{"n": 5}'][REJECT_REASON] == "missing or invalid field id"
     (bad,) = [row for row in parse(frame).collect() if row._position == "16"]
     assert bad[REJECT_REASON] == NOT_UTF8
+
+
+def test_members_new_to_the_structs_of_an_array_are_rescued_item_by_item(
+    spark: SparkSession,
+) -> None:
+    value = '{"id": "a", "items": [{"sku": "x", "qty": 1}, {"sku": "y"}, {"sku": "z", "qty": 3}]}'
+    frame = spark.createDataFrame(
+        [(value.encode(), "kafka://t/0", "7", value, None)],
+        "value binary, _source_file string, _position string, _raw string, _read_error string",
+    )
+    parse = RecordParser(parse_schema("id string, items array<struct<sku: string>>"), ("id",),
+                         rescue=True)  # fmt: skip
+    (row,) = parse(frame).collect()
+    assert [item.sku for item in row["items"]] == ["x", "y", "z"]
+    rescued = json.loads(row[RESCUED])
+    assert json.loads(rescued["items[].qty"]) == ["1", None, "3"]  # each item's, in order
 
 
 def test_an_inferred_jsonl_feed_gains_a_field_and_changes_a_type(
@@ -131,11 +132,7 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
         [{"id": "c", "n": 3, "city": "Oslo"}, {"id": "d", "n": "four", "geo": {"lat": 1.5}}],
         [{"id": "e", "n": 5, "city": "Bergen", "geo": {"lat": 2.5, "alt": 10}}],
     ]
-    for number, records in enumerate(deliveries):
-        lines = [json.dumps(record) for record in records]
-        (folder / f"part-{number}.jsonl").write_text("\n".join(lines) + "\n")
-        app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
-        run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    deliver(spark, tmp_path, deliveries)
     root = tmp_path / "data"
     stored = versions(schema_dir(root, "grow", "events"))
     assert [v.ddl for v in stored] == [
@@ -186,6 +183,35 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     streamed = read_table(spark, table_path(root, "events"))
     batch = read_table(spark, backfill_path(root, "events"))
     assert sorted(map(str, streamed.collect())) == sorted(map(str, batch.collect()))
+
+
+def test_structs_in_an_array_gain_a_member_as_a_new_schema_version(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    folder = feed_project(tmp_path, "basket")
+    deliveries = [
+        [{"id": "a", "items": [{"sku": "x"}]}],
+        [{"id": "b", "items": [{"sku": "y", "qty": 2}, {"sku": "z"}]}, {"id": "c", "items": []}],
+    ]
+    deliver(spark, tmp_path, deliveries)
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    root = tmp_path / "data"
+    stored = versions(schema_dir(root, "basket", "events"))
+    assert [v.ddl for v in stored] == [
+        "id string, items array<struct<sku:string>>",
+        "id string, items array<struct<sku:string,qty:bigint>>",
+    ]
+    assert stored[1].reason == f"new field(s) items[].qty in file:{folder}/part-1.jsonl"
+    table = {row.id: row for row in read_table(spark, table_path(root, "events")).collect()}
+    assert [(i.sku, i.qty) for i in table["a"]["items"]] == [("x", None)]  # older: null
+    assert [(i.sku, i.qty) for i in table["b"]["items"]] == [("y", 2), ("z", None)]
+    assert table["c"]["items"] == []
+    sql = "SELECT id, size(items) AS n FROM events ORDER BY id"  # DuckDB reads both shapes
+    fast, _ = answer(root, sql, max_rows=10)
+    register_lake_views(spark, root)
+    assert [tuple(row) for row in fast] == [tuple(row) for row in spark.sql(sql).collect()]
+    (verdict, _) = check_upgrade(spark, build_plan(app, pipeline))
+    assert verdict.resumable  # a member added inside an array: the table takes it
 
 
 def test_fail_on_new_columns_stops_the_flow_naming_the_field(

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from streamsmith.io.files import decode_document
+from streamsmith.io.decoding import decode_document
 from streamsmith.schemas.cloudtrail import CLOUDTRAIL_EVENTS_SCHEMA
 from streamsmith.transforms.cloudtrail import cloudtrail_events
 from streamsmith.transforms.quarantine import accepted, quarantined

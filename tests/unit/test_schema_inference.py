@@ -152,3 +152,19 @@ def test_new_fields_are_added_where_they_appeared_keeping_known_types() -> None:
         "id string, geo struct<lat:double,lon:bigint,at:struct<city:string>>, t string"
     )
     assert with_new_fields(grown, record, ["geo.lon"]) == grown  # there already
+
+
+def test_members_new_to_the_structs_of_an_array_are_typed_from_every_item() -> None:
+    from streamsmith.schemas.inference import only_grows, with_new_fields
+
+    schema = parse_schema("id string, items array<struct<sku: string, box: struct<w: bigint>>>")
+    record = {"id": "a", "items": [{"sku": "x", "qty": 1}, {"sku": "y", "qty": 2.5},
+                                   {"sku": "z", "box": {"w": 1, "h": 2}}]}  # fmt: skip
+    grown = with_new_fields(schema, record, ["items[].qty", "items[].box.h"])
+    assert to_ddl(grown) == (
+        "id string, items array<struct<sku:string,box:struct<w:bigint,h:bigint>,qty:double>>"
+    )
+    assert only_grows(schema, grown) and not only_grows(grown, schema)
+    assert not only_grows(schema, parse_schema("id string, items array<string>"))
+    retyped = parse_schema("id string, items array<struct<sku: bigint, box: struct<w: bigint>>>")
+    assert not only_grows(schema, retyped)

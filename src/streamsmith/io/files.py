@@ -13,9 +13,8 @@ becomes one quarantined row naming the file and the decoder's error.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from typing import cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -23,37 +22,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.streaming.readwriter import DataStreamReader
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
 from streamsmith.config import SourceSpec
+from streamsmith.io.decoding import decode_document, decode_lines
 from streamsmith.transforms.quarantine import RAW, READ_ERROR, SOURCE_FILE
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 _CORRUPT = "_corrupt_record"
 _MALFORMED = {"jsonl": "malformed JSON line", "csv": "malformed CSV row"}
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-def decode_document(content: bytes) -> tuple[str | None, str | None]:
-    """Bytes of one file -> ``(text, error)``; gzip is detected by its magic number.
-
-    On failure the text is what could be decoded before the error (for the quarantine's
-    raw payload) and the error says what went wrong and at which byte.
-    """
-    data = content
-    if content[:2] == _GZIP_MAGIC:
-        decompressor = zlib.decompressobj(wbits=31)
-        try:
-            data = decompressor.decompress(content) + decompressor.flush()
-        except zlib.error as exc:
-            return None, f"corrupt gzip data ({exc})"
-        if not decompressor.eof:
-            partial = data.decode("utf-8", errors="replace")
-            return partial, f"truncated gzip file: stream ends after {len(content)} bytes"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        return data.decode("utf-8", errors="replace"), f"not UTF-8 text at byte {exc.start}"
 
 
 _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("error", StringType())])
@@ -61,27 +38,31 @@ _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("erro
 
 @cache
 def _document_decoder() -> Callable[[Column], Column]:
-    """The Arrow UDF that decodes each file's bytes, made on first use: planning a
-    pipeline (``dry-run``, ``checkpoint show``) then needs no PyArrow."""
+    """Each file's bytes -> its ``(text, error)``, as an Arrow UDF."""
+    return _per_file(decode_document, _DECODED_TYPE)
+
+
+@cache
+def _line_decoder(skip_blank: bool) -> Callable[[Column], Column]:
+    """Each file's bytes -> its lines, each ``(text, error)``, as an Arrow UDF."""
+    return _per_file(partial(decode_lines, skip_blank=skip_blank), ArrayType(_DECODED_TYPE))
+
+
+def _per_file(decode: Callable[[bytes], object], kind: DataType) -> Callable[[Column], Column]:
+    """``decode`` applied to each file's ``content``, as an Arrow UDF made on first use:
+    planning a pipeline (``dry-run``, ``checkpoint show``) then needs no PyArrow."""
     import pyarrow as pa
 
-    decoded = pa.struct([("text", pa.string()), ("error", pa.string())])
+    text_error = pa.struct([("text", pa.string()), ("error", pa.string())])
+    arrow_type = pa.list_(text_error) if isinstance(kind, ArrayType) else text_error
 
-    def decode_documents(content: pa.Array) -> pa.Array:
-        texts: list[str | None] = []
-        errors: list[str | None] = []
-        for value in content.to_pylist():
-            text, error = decode_document(value)
-            texts.append(text)
-            errors.append(error)
-        return pa.StructArray.from_arrays(
-            [pa.array(texts, pa.string()), pa.array(errors, pa.string())], fields=list(decoded)
-        )
+    def decode_files(content: pa.Array) -> pa.Array:
+        return pa.array([decode(value) for value in content.to_pylist()], arrow_type)
 
     # PySpark tells an Arrow UDF by its type hints, resolved in the module's globals,
     # which do not hold ``pa`` (imported here, on use): give it the types themselves.
-    decode_documents.__annotations__ = {"content": pa.Array, "return": pa.Array}
-    udf = arrow_udf(_DECODED_TYPE)(decode_documents)  # type: ignore[call-overload]
+    decode_files.__annotations__ = {"content": pa.Array, "return": pa.Array}
+    udf = arrow_udf(kind)(decode_files)  # type: ignore[call-overload]
     return cast("Callable[[Column], Column]", udf)
 
 
@@ -125,6 +106,18 @@ def read_files(
             F.col("path").alias(SOURCE_FILE),
             decoded["text"].alias(RAW),
             decoded["error"].alias(READ_ERROR),
+        )
+    if spec.decodes_files:  # gzipped or not, damage quarantined: see decode_lines
+        frame = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(path)
+        lines = _line_decoder(spec.format == "jsonl")(F.col("content"))
+        line = F.col("_line")
+        return frame.select(
+            F.col("path").alias(SOURCE_FILE), F.explode(lines).alias("_line")
+        ).select(
+            F.when(line["error"].isNull(), line["text"]).alias("value"),
+            F.col(SOURCE_FILE),
+            line["text"].alias(RAW),
+            line["error"].alias(READ_ERROR),
         )
     # JSON lines whose schema may not hold everything (schema evolution) or whose whole
     # record is kept (a variant column) are parsed by the flow from the whole line.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -191,14 +192,17 @@ def _records(files: list[Path]) -> Iterator[tuple[str, Any]]:
             gzipped = head.read(2) == b"\x1f\x8b"
         opener = gzip.open if gzipped else open
         with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                yield f"{path.name}:{number}", value
-                count += 1
-                if count >= SAMPLE_RECORDS:
-                    return
+            try:
+                for number, line in enumerate(lines, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        value = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    yield f"{path.name}:{number}", value
+                    count += 1
+                    if count >= SAMPLE_RECORDS:
+                        return
+            except (EOFError, zlib.error, gzip.BadGzipFile):
+                continue  # a damaged gzip file: its whole lines are sampled, the run says more

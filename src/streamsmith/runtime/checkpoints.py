@@ -29,12 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType
 
 from streamsmith import jvm
 from streamsmith.io.sinks.base import UpgradeRules
 from streamsmith.io.sources.base import Source
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.schemas.ddl import DDLError, parse_schema
+from streamsmith.schemas.inference import only_grows
 
 FINGERPRINT_FILE = "streamsmith-flow.json"
 # 2: the sink's upgrade rules are recorded beside its kind.
@@ -230,9 +233,27 @@ def _sink_changes(
 
 
 def _only_added(old_schema: list[Any], new_schema: list[Any]) -> bool:
-    """Whether the new output keeps every old column, by name and type, and adds some."""
+    """Whether the new output keeps every old column, by name and type, and adds some
+    (new columns, or new members of the structs a column holds)."""
     new_types = {name: kind for name, kind in new_schema}
-    return all(new_types.get(name) == kind for name, kind in old_schema)
+    return all(
+        name in new_types
+        and (new_types[name] == kind or _grows(_type(kind), _type(new_types[name])))
+        for name, kind in old_schema
+    )
+
+
+def _grows(old: DataType | None, new: DataType | None) -> bool:
+    return old is not None and new is not None and only_grows(old, new)
+
+
+def _type(simple: str) -> DataType | None:
+    """A column type as the plan records it (Spark's simple string), parsed; None for a
+    type a record schema does not use (such a column is compared as text only)."""
+    try:
+        return parse_schema(f"c {simple}").fields[0].dataType
+    except DDLError:
+        return None
 
 
 def _state_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:

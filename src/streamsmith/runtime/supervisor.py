@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
@@ -31,6 +32,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import parse_duration
 from streamsmith.io.admission import FileLimits
+from streamsmith.io.decoding import damaged_gzip
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
@@ -192,8 +194,11 @@ class Supervisor:
             exception = query.exception()
             if exception is not None:
                 refused = refused_new_fields(str(getattr(exception, "desc", None) or exception))
+                damaged = damaged_gzip(str(getattr(exception, "desc", None) or exception))
                 if slot.flow.schema_store is None and refused is not None:
                     self._failed(slot, refused, retry=False)  # the same batch would fail again
+                elif damaged is not None:  # so would a damaged file
+                    self._failed(slot, _damaged_file(slot.flow, *damaged), retry=False)
                 elif not self._schema_changed(slot, exception):
                     self._failed(slot, _message(exception))
             elif not query.isActive:
@@ -411,6 +416,16 @@ def file_probes(plan: Plan) -> dict[str, FileSourceProbe]:
         if flow.source.is_file_source and flow.source_path is not None
         for output in flow.outputs
     }
+
+
+def _damaged_file(flow: FlowPlan, path: Path, damage: str) -> str:
+    """What to tell the user when a flow's source holds a damaged gzip file."""
+    sources = [name for name, folder in flow.inputs if folder and path.is_relative_to(folder)]
+    source = sources[0] if sources else flow.source_name
+    return (
+        f"{path} is a damaged gzip file ({damage}); set compression: gzip on source "
+        f"{source} to quarantine such a file (Spark's reader stops the query at it)"
+    )
 
 
 def _message(exception: object) -> str:

@@ -158,40 +158,74 @@ def _json_kind(value: Any) -> str:
 def with_new_fields(
     schema: StructType, record: Mapping[str, Any], paths: Iterable[str]
 ) -> StructType:
-    """``schema`` with the fields at ``paths`` (dotted for nested structs) added, typed
-    from their values in ``record``; a value no single type holds (an array of mixed
-    kinds) is kept as a ``string``. Fields already there keep their type."""
+    """``schema`` with the fields at ``paths`` added, typed from their values in
+    ``record``. A path is dotted for nested structs, with ``[]`` after an array of
+    structs whose elements gained a member (``items[].color``: typed from every element
+    holding it). A value no single type holds (an array of mixed kinds) is kept as a
+    ``string``. Fields already there keep their type."""
     result = schema
     for path in paths:
         parts = path.split(".")
-        value: Any = record
-        for part in parts:
-            value = value.get(part) if isinstance(value, Mapping) else None
         try:
-            kind = _type_of_value(value, path)
+            kind = _type_of_values(_values_at(record, parts), path)
         except InferenceError:
             kind = StringType()
         result = _added(result, parts, kind)
     return result
 
 
-def _type_of_value(value: Any, where: str) -> DataType:
+def _values_at(value: Any, parts: list[str]) -> list[Any]:
+    """The values at the path ``parts`` in ``value``: one per element after ``name[]``."""
+    if not parts:
+        return [value]
+    head, rest = parts[0], parts[1:]
+    if not isinstance(value, Mapping):
+        return []
+    if head.endswith("[]"):
+        items = value.get(head[:-2])
+        return (
+            [v for item in items for v in _values_at(item, rest)] if isinstance(items, list) else []
+        )
+    return _values_at(value.get(head), rest)
+
+
+def _type_of_values(values: list[Any], where: str) -> DataType:
     seen = _Seen()
-    _merge(seen, value, where, where)
+    for value in values:
+        _merge(seen, value, where, where)
     return _type_of(seen)
+
+
+def only_grows(old: DataType, new: DataType) -> bool:
+    """Whether ``new`` is ``old`` or ``old`` with members added to its structs, at any
+    depth (inside arrays too): what a schema version adds, which Parquet readers take
+    (older files read the new members as null)."""
+    if isinstance(old, StructType) and isinstance(new, StructType):
+        grown = {f.name: f.dataType for f in new.fields}
+        return all(f.name in grown and only_grows(f.dataType, grown[f.name]) for f in old.fields)
+    if isinstance(old, ArrayType) and isinstance(new, ArrayType):
+        return only_grows(old.elementType, new.elementType)
+    return old == new
 
 
 def _added(schema: StructType, parts: list[str], kind: DataType) -> StructType:
     """``schema`` with ``kind`` at the path ``parts``, creating the structs on the way."""
     head, rest = parts[0], parts[1:]
+    name = head.removesuffix("[]")
     fields = list(schema.fields)
     for index, existing in enumerate(fields):
-        if existing.name != head:
+        if existing.name != name:
             continue
-        if rest and isinstance(existing.dataType, StructType):
-            fields[index] = StructField(head, _added(existing.dataType, rest, kind))
+        inner = existing.dataType
+        if rest and head.endswith("[]") and isinstance(inner, ArrayType):
+            element = inner.elementType
+            if isinstance(element, StructType):
+                grown = ArrayType(_added(element, rest, kind), inner.containsNull)
+                fields[index] = StructField(name, grown, existing.nullable)
+        elif rest and isinstance(inner, StructType):
+            fields[index] = StructField(name, _added(inner, rest, kind), existing.nullable)
         return StructType(fields)  # already there: keep its type
-    inner: DataType = kind
-    for name in reversed(rest):
-        inner = StructType([StructField(name, inner)])
-    return StructType([*fields, StructField(head, inner)])
+    added: DataType = kind
+    for part in reversed(rest):
+        added = StructType([StructField(part.removesuffix("[]"), added)])
+    return StructType([*fields, StructField(name, added)])

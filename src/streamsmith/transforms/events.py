@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType, StringType, StructType
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
 from streamsmith.config import parse_duration
 from streamsmith.transforms.quarantine import (
@@ -28,6 +28,7 @@ from streamsmith.transforms.quarantine import (
 RESCUED = "_rescued_data"
 _FIELDS = "_fields"
 _TEXT = "_value_text"  # a record's JSON text, parsed here
+_TEXTS = MapType(StringType(), StringType())  # a JSON object's members as JSON texts
 NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
@@ -97,9 +98,9 @@ def parse_events(
         parsed = text.withColumn("_event", F.from_json(value, schema))
         if rescue or variant is not None:  # the record as a map of JSON texts too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
-            parsed = parsed.withColumn(
-                _FIELDS, F.from_json(value, MapType(StringType(), StringType()))
-            ).withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed))
+            parsed = parsed.withColumn(_FIELDS, F.from_json(value, _TEXTS)).withColumn(
+                READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed)
+            )
         parsed = parsed.select("*", *(F.col("_event")[name].alias(name) for name in names))
     checks: list[tuple[Column, Column | str]] = [
         (F.col(READ_ERROR).isNotNull(), F.col(READ_ERROR)),
@@ -117,7 +118,8 @@ def parse_events(
 
 def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:
     """The members of a JSON object (``fields``: its map of JSON texts) that ``schema``
-    lacks, at any depth of nested structs, keyed by their dotted path."""
+    lacks, at any depth of nested structs, keyed by their dotted path; members of the
+    structs in an array as ``name[].member``, with the JSON array of their values."""
     known = F.array(*(F.lit(name) for name in schema.fieldNames()))
     found = [
         F.transform_keys(
@@ -126,11 +128,25 @@ def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:
         )
     ]
     for field in schema.fields:
-        if isinstance(field.dataType, StructType):
-            inner = F.from_json(fields[field.name], MapType(StringType(), StringType()))
-            found.append(_unknown(inner, field.dataType, f"{prefix}{field.name}."))
-    empty = F.create_map().cast(MapType(StringType(), StringType()))
+        kind = field.dataType
+        if isinstance(kind, StructType):
+            inner = F.from_json(fields[field.name], _TEXTS)
+            found.append(_unknown(inner, kind, f"{prefix}{field.name}."))
+        elif isinstance(kind, ArrayType) and isinstance(kind.elementType, StructType):
+            items = F.from_json(fields[field.name], ArrayType(_TEXTS))
+            found.append(_unknown_in_items(items, kind.elementType, f"{prefix}{field.name}[]."))
+    empty = F.create_map().cast(_TEXTS)
     return F.map_concat(*(F.coalesce(m, empty) for m in found))
+
+
+def _unknown_in_items(items: Column, element: StructType, prefix: str) -> Column:
+    """What the structs of an array (``items``: each its map of JSON texts) hold that
+    ``element`` lacks: each path once, with the JSON array of its value in every item
+    (null where an item lacks it), so rescuing it loses no item's value."""
+    per_item = F.transform(items, lambda item: _unknown(item, element, prefix))
+    paths = F.array_distinct(F.flatten(F.transform(per_item, F.map_keys)))
+    values = F.transform(paths, lambda path: F.to_json(F.transform(per_item, lambda m: m[path])))
+    return F.map_from_arrays(paths, values)
 
 
 def _new_fields(schema: StructType, columns: Sequence[str]) -> Column:

@@ -1,0 +1,87 @@
+"""Files streamsmith decodes itself (``compression: gzip``): lines, damage, the spec key."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from streamsmith.config import SourceSpec
+from streamsmith.io.decoding import damaged_gzip, decode_lines
+
+TEXT = b'{"a": 1}\r\n{"a": 2}\n\n  \n{"a": 3}\r{"a": 4}'
+
+
+def test_lines_end_as_sparks_text_reader_ends_them_plain_or_gzipped() -> None:
+    expected = [('{"a": 1}', None), ('{"a": 2}', None), ('{"a": 3}', None), ('{"a": 4}', None)]
+    assert decode_lines(TEXT, skip_blank=True) == expected
+    assert decode_lines(gzip.compress(TEXT), skip_blank=True) == expected
+    assert [text for text, _ in decode_lines(TEXT, skip_blank=False)].count("") == 1
+    assert decode_lines(b"", skip_blank=True) == []
+
+
+def test_a_gzip_file_cut_short_keeps_its_whole_lines_and_says_where_it_ends() -> None:
+    payload = b"".join(b'{"n": %d}\n' % n for n in range(5000))
+    packed = gzip.compress(payload, mtime=0)
+    cut = packed[: len(packed) // 3]
+    lines = decode_lines(cut, skip_blank=True)
+    *whole, (tail, error) = lines
+    assert error == f"truncated gzip file: stream ends after {len(cut)} bytes"
+    assert whole == [(f'{{"n": {n}}}', None) for n in range(len(whole))] and whole
+    assert f'{{"n": {len(whole)}}}'.startswith(tail)  # the partial line, as payload
+
+
+def test_corrupt_gzip_data_keeps_what_came_before_it() -> None:
+    packed = bytearray(gzip.compress(b"".join(b"line %d\n" % n for n in range(50_000)), mtime=0))
+    packed[len(packed) // 2 : len(packed) // 2 + 64] = b"\xff" * 64
+    *whole, (_, error) = decode_lines(bytes(packed), skip_blank=True)
+    assert error is not None and error.startswith("corrupt gzip data after byte")
+    assert whole and whole[0] == ("line 0", None) and all(e is None for _, e in whole)
+
+
+def test_a_line_that_is_not_utf8_costs_itself_only() -> None:
+    lines = decode_lines(b'{"a": "ok"}\n{"a": "\xff"}\n{"a": "fine"}\n', skip_blank=True)
+    assert lines == [
+        ('{"a": "ok"}', None),
+        ('{"a": "\ufffd"}', "not UTF-8 text at byte 7 of the line"),
+        ('{"a": "fine"}', None),
+    ]
+
+
+def test_a_damaged_gzip_file_named_by_sparks_error_is_found(tmp_path: Path) -> None:
+    packed = gzip.compress(b'{"a": 1}\n' * 1000, mtime=0)
+    (tmp_path / "cut.jsonl.gz").write_bytes(packed[:40])
+    (tmp_path / "whole.jsonl.gz").write_bytes(packed)
+
+    def error(name: str) -> str:
+        return (
+            "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+            f"file://{tmp_path}/{name}.  SQLSTATE: KD001"
+        )
+
+    assert damaged_gzip(error("cut.jsonl.gz")) == (
+        tmp_path / "cut.jsonl.gz",
+        "truncated gzip file: stream ends after 40 bytes",
+    )
+    assert damaged_gzip(error("whole.jsonl.gz")) is None  # another cause: retried as usual
+    assert damaged_gzip(error("gone.jsonl.gz")) is None
+    assert damaged_gzip("[DIVIDE_BY_ZERO] Division by zero") is None
+
+
+def test_compression_is_for_json_lines_and_text() -> None:
+    spec = SourceSpec.model_validate({"format": "jsonl", "path": "in", "compression": "gzip"})
+    assert spec.decodes_files and spec.reads_raw_json
+    with pytest.raises(ValidationError, match="compression: gzip is for jsonl and text files"):
+        SourceSpec.model_validate({"format": "csv", "path": "in", "compression": "gzip"})
+
+
+def test_schema_inference_samples_the_whole_lines_of_a_damaged_gzip_file(tmp_path: Path) -> None:
+    from streamsmith.io.schema_store import file_sample
+
+    packed = gzip.compress(b"".join(b'{"n": %d}\n' % n for n in range(5000)), mtime=0)
+    (tmp_path / "a.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    (tmp_path / "b.jsonl").write_text('{"n": 1, "s": "x"}\n')
+    records = file_sample(tmp_path, None).records
+    assert 0 < len(records) < 5001 and records[-1] == ("b.jsonl:1", {"n": 1, "s": "x"})

@@ -893,18 +893,18 @@ def load_spec(
     for path in files:
         document = _read_yaml(path)
         origins.append((str(path), document))
-        merged = _deep_merge(merged, document)
+        merged = deep_merge(merged, document)
     set_layer: dict[str, Any] = {}
     for assignment in sets:
         key, value = _parse_assignment(assignment)
         _set_dotted(set_layer, key, value)
     if set_layer:
         origins.append(("--set", set_layer))
-        merged = _deep_merge(merged, set_layer)
+        merged = deep_merge(merged, set_layer)
     if overrides:
         layer = copy.deepcopy(dict(overrides))
         origins.append(("the caller's overrides", layer))
-        merged = _deep_merge(merged, layer)
+        merged = deep_merge(merged, layer)
     if storage_root is not None:
         merged["storage_root"] = storage_root
     try:
@@ -984,11 +984,12 @@ def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overlay`` laid over it, mapping by mapping (as spec layers are)."""
     result = dict(base)
     for key, value in overlay.items():
         if isinstance(value, Mapping) and isinstance(result.get(key), dict):
-            result[key] = _deep_merge(result[key], value)
+            result[key] = deep_merge(result[key], value)
         else:
             result[key] = value
     return result

@@ -32,6 +32,7 @@ from streamsmith.config import (
     INFER,
     FlowSpec,
     PipelineSpec,
+    deep_merge,
     load_spec,
     load_spec_file,
 )
@@ -83,7 +84,8 @@ def load_pipeline(
     spec = load_spec_file(
         path, files, sets, overrides=overrides, storage_root=storage_root, flows=defaults
     )
-    document = {**document, "flows": {**defaults, **document.get("flows", {})}}
+    # What the flows fall back on, laid under each flow as the spec loader lays it.
+    document = {**document, "flows": deep_merge(defaults, document.get("flows") or {})}
     return pipeline_app(spec, folder, str(path), document, library.flows), spec
 
 

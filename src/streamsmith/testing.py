@@ -37,6 +37,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -45,11 +46,14 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 from streamsmith.config import ConfValue, Trigger, load_spec, parse_duration
 from streamsmith.io.lake import read_table, write_table
 from streamsmith.io.postgres.sink import servable
+from streamsmith.io.schema_store import latest
+from streamsmith.io.schema_store import record as record_version
 from streamsmith.runtime.app import App, EventTime
 from streamsmith.runtime.frames import FlowFrames, flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
-from streamsmith.runtime.start import start_queries
-from streamsmith.transforms.events import WINDOW_END, WINDOW_START
+from streamsmith.runtime.schema_change import add_new_fields
+from streamsmith.runtime.start import start_flow, start_queries
+from streamsmith.transforms.events import WINDOW_END, WINDOW_START, RecordParser
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted
 
 __all__ = [
@@ -175,6 +179,11 @@ def check_prefix_integrity(
     chunks to a fresh topic (and writes Kafka sinks to fresh topics, read back as the
     newest value per key). ``prepare_root`` is called with each split's storage root
     before its queries start, e.g. to write the lookup tables the flows join with.
+
+    A source whose schema evolves (``schema: infer``) starts each split from the schema
+    the app was loaded with and grows it as the supervisor does: a query that meets a
+    new field stops, the split stores a version with it, and the query runs the batch
+    again; the backfill then reads everything under the final version.
     """
     chosen = list(flows or (flow.name for flow in app.flows))
     report = IntegrityReport(app.name)
@@ -238,13 +247,30 @@ class ChunkRunner:
         self.plan = plan
         self._send = _feed(plan)
         self.sent = 0
+        for flow in plan.flows:
+            _first_version(flow)
         self.queries = start_queries(spark, plan)
 
     def send(self, chunk: Sequence[bytes]) -> None:
+        """Deliver ``chunk`` and wait until every query has processed it. A query that
+        stops at a field its evolving schema lacks is handled as the supervisor handles
+        it: a new schema version, and the query started again to rerun the batch."""
         self._send(self.sent, chunk)
         self.sent += 1
-        for _, query in self.queries:
-            query.processAllAvailable()
+        index = 0
+        while index < len(self.queries):
+            output, query = self.queries[index]
+            try:
+                query.processAllAvailable()
+            except StreamingQueryException as exc:
+                flow = next(flow for flow in self.plan.flows if output in flow.outputs)
+                error = str(getattr(exc, "desc", None) or exc)
+                if flow.schema_store is None or add_new_fields(flow.schema_store, error) is None:
+                    raise
+                ((_, restarted),) = start_flow(self.spark, self.plan, flow, [output])
+                self.queries[index] = (output, restarted)
+                continue  # the same query again, on the new version
+            index += 1
 
     def query(self, name: str) -> StreamingQuery:
         """The running query called ``name`` (e.g. ``signals.signal_windows``)."""
@@ -263,6 +289,16 @@ class ChunkRunner:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _first_version(flow: FlowPlan) -> None:
+    """A split's own schema store starts where the pipeline's did: with the schema the
+    flow's parser was loaded with, as version 0, so each split evolves it anew."""
+    parser = flow.definition.prepare
+    if flow.schema_store is None or latest(flow.schema_store) is not None:
+        return
+    if isinstance(parser, RecordParser):
+        record_version(flow.schema_store, parser.schema, "the pipeline's schema as loaded")
 
 
 def _run_split(

@@ -52,6 +52,15 @@ MODES = {"archive": {}, "no archive": {jvm_archive.SWITCH_ENV: "off"}}
 FIGURES = ("session", "first query", "run", "query", "nothing new, Spark", "nothing new")
 
 
+def child_env(src: Path | None) -> dict[str, str]:
+    """The environment of a timed command: no inherited storage root, and another
+    checkout's ``src`` first on the path when given (for a before/after)."""
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src.resolve())
+    return env
+
+
 def cli_seconds(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "streamsmith", *args], cwd=cwd, env=env,

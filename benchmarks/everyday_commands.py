@@ -14,12 +14,11 @@ fastest wall time, process start included. ``--src DIR`` times another checkout'
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 from pathlib import Path
 
-from cold_start import cli_seconds  # this folder is on a script's path
+from cold_start import child_env, cli_seconds  # this folder is on a script's path
 
 import streamsmith
 from streamsmith.scaffold import init_project
@@ -32,9 +31,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per command")
     parser.add_argument("--src", type=Path, help="time this checkout's src folder instead")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    if args.src is not None:
-        env["PYTHONPATH"] = str(args.src.resolve())
+    env = child_env(args.src)
     times: dict[str, list[float]] = {command: [] for command in COMMANDS}
     with tempfile.TemporaryDirectory(prefix="everyday-") as folder:
         project = Path(folder) / "clicks"

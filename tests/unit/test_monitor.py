@@ -252,3 +252,43 @@ def test_old_event_logs_are_pruned(tmp_path: Path) -> None:
     os.utime(other.path, (1_000_000, 1_000_000))
     assert prune_event_logs(tmp_path, "app", older_than_s=86400) == [old.path]
     assert other.path.exists()  # another app's log is its own run's business
+
+
+def test_status_carries_its_fold_on_and_equals_a_whole_read(tmp_path: Path) -> None:
+    from streamsmith.monitor.status_cache import CACHE_DIR, cached_statuses
+
+    def whole() -> list[dict[str, Any]]:
+        return [s.as_dict() for s in query_statuses(read_events(tmp_path), alive=alive)]
+
+    def cached() -> list[dict[str, Any]]:
+        return [s.as_dict() for s in cached_statuses(tmp_path, alive=alive)]
+
+    def alive(pid: int) -> bool:
+        return pid == os.getpid()
+
+    first = EventLog(tmp_path, "a")
+    first.write({"event": "started", "query": "q1"})
+    first.write(_progress("q1", 0, query_id="x", quarantined=2, late=1))
+    first.write({"event": "failure", "query": "q1", "message": "db down"})
+    assert cached() == whole() and (tmp_path / CACHE_DIR / "_all.json").is_file()
+    first.write({"event": "restart", "query": "q1"})
+    first.write(_progress("q1", 0, query_id="x", quarantined=3, late=1))  # replayed: newest
+    first.write(
+        _progress(
+            "q1", 1, query_id="x", quarantined=1, expectations={"e": {"passed": 4, "failed": 1}}
+        )
+    )
+    with first.path.open("a") as file:
+        file.write('{"event": "progress", "query')  # being written
+    assert cached() == whole()
+    (q1,) = cached_statuses(tmp_path, alive=alive)
+    assert (q1.batches, q1.quarantined, q1.restarts, q1.expectations) == (
+        2, 4, 1, {"e": {"passed": 4, "failed": 1}})  # fmt: skip
+    with first.path.open("a") as file:  # the line ends; a second process starts
+        file.write('": "q1", "app": "a", "event": "restart"}\n')
+    second = EventLog(tmp_path, "a")
+    second.path = second.path.with_name("a-99991231T000000-2.jsonl")  # sorts after: merged
+    second.write({"event": "started", "query": "q2"})
+    assert cached() == whole() and [s["query"] for s in cached()] == ["q1", "q2"]
+    second.path.unlink()  # pruned: the fold starts again
+    assert cached() == whole() and [s["query"] for s in cached()] == ["q1"]

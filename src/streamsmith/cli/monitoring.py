@@ -88,10 +88,9 @@ def _status_scope(app: str | None, root: str | None) -> tuple[Path, str | None]:
 def _statuses(storage: Path, app: str | None, *, required: bool) -> list[QueryStatus]:
     """The queries' statuses from the event log; none recorded is a user error when
     ``required`` (a single look), not while watching for a run to start."""
-    from streamsmith.monitor.eventlog import read_events
-    from streamsmith.monitor.status import query_statuses
+    from streamsmith.monitor.status_cache import cached_statuses
 
-    statuses = query_statuses(read_events(storage, app))
+    statuses = cached_statuses(storage, app)
     if not statuses and required:
         raise UserError(
             f"no runs recorded under {storage}"

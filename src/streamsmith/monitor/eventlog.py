@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 EVENTS_DIR = Path("_monitor") / "events"
 EVENTS_VIEW = "streamsmith_events"
 REDACTED = "***"
+_CHUNK = 1 << 22  # bytes of a log read at a time
 
 # The columns of ``streamsmith_events`` by Spark type name (as in a schema's JSON): plain
 # data, so that readers without a JVM (the DuckDB fast path) type the log the same way.
@@ -118,7 +119,7 @@ class EventLog:
 def prune_event_logs(root: Path, app: str, older_than_s: float) -> list[Path]:
     """Delete ``app``'s event logs last written more than ``older_than_s`` ago."""
     cutoff = time.time() - older_than_s
-    removed = [path for path in _log_files(root, app) if path.stat().st_mtime < cutoff]
+    removed = [path for path in log_files(root, app) if path.stat().st_mtime < cutoff]
     for path in removed:
         path.unlink()
     return removed
@@ -128,7 +129,7 @@ def read_events(root: Path, app: str | None = None) -> list[dict[str, Any]]:
     """Every event under ``root`` (of ``app`` only, when given), oldest first."""
     events = [
         event
-        for path in _log_files(root, app)
+        for path in log_files(root, app)
         for event in _lines(path)
         if app is None or event.get("app") == app
     ]
@@ -136,7 +137,37 @@ def read_events(root: Path, app: str | None = None) -> list[dict[str, Any]]:
     return events
 
 
-def _log_files(root: Path, app: str | None) -> list[Path]:
+class LogTail:
+    """The whole lines of one log from byte ``offset`` on, read in chunks as iterated;
+    ``offset`` then says where the next read starts. A line still being written (or torn
+    by a kill) is left for a later read."""
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.offset = offset
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            rest = b""
+            while chunk := log.read(_CHUNK):
+                data = rest + chunk
+                end = data.rfind(b"\n") + 1
+                for line in data[:end].split(b"\n")[:-1]:
+                    if line.strip():
+                        yield self._parsed(line)
+                    self.offset += len(line) + 1
+                rest = data[end:]
+
+    def _parsed(self, line: bytes) -> dict[str, Any]:
+        try:
+            return dict(json.loads(line))
+        except json.JSONDecodeError:
+            raise ValueError(f"event log {self.path} is not JSON at byte {self.offset}") from None
+
+
+def log_files(root: Path, app: str | None) -> list[Path]:
+    """The event logs under ``root`` (``app``'s only, when given), oldest first."""
     folder = events_dir(root)
     if not folder.is_dir():
         return []
@@ -159,7 +190,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
 def event_frame(spark: SparkSession, root: Path) -> DataFrame:
     """The event log as a DataFrame (empty with its schema when nothing ran yet)."""
     folder = events_dir(root)
-    if not _log_files(root, None):
+    if not log_files(root, None):
         return spark.createDataFrame([], event_schema())
     return (
         spark.read.schema(event_schema())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The supervisor's and Spark's lifecycle events, and the state each leaves a query in.
@@ -80,18 +80,40 @@ def query_statuses(
     Counts are over distinct batches, so a batch that ran twice across a restart is
     counted once.
     """
-    is_alive = alive or process_alive
-    folded: dict[tuple[str, str], dict[str, Any]] = {}
+    fold = StatusFold()
     for event in events:
+        fold.add(event)
+    return fold.statuses(alive)
+
+
+# What a query's row shows of its last batch.
+_LAST = ("batch_time", "input_rate", "process_rate", "lag", "watermark_delay_s", "state_rows")
+
+
+@dataclass
+class StatusFold:
+    """The event log folded so far, as plain JSON data (``entries``), so a fold can be
+    kept and carried on with the events written since (see ``monitor.status_cache``):
+    a day of an always-on app is about a million events, too many to read per look.
+
+    A batch's counts are kept per query (``query_id``, the same across restarts) for its
+    newest batch only: after a restart a query runs its last batch again with the same
+    id, never an older one, so the newest event of that id replaces its counts and older
+    ids are counted already."""
+
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        """Fold one event (events come oldest first)."""
         kind = str(event.get("event"))
         if kind in _RUN_STATES or kind in ("scheduled", "unscheduled", "run_skipped"):
             for query in event.get("queries") or ():
-                _fold_run(_entry(folded, event, query), event, kind)
-            continue
+                _fold_run(self._entry(event, query), event, kind)
+            return
         query = event.get("query")
         if not query:
-            continue
-        entry = _entry(folded, event, query)
+            return
+        entry = self._entry(event, query)
         if kind in _STATES:
             entry["state"] = _STATES[kind]
             entry["pid"] = event.get("pid")
@@ -105,18 +127,47 @@ def query_statuses(
         if kind in ("failure", "gave_up") or (kind == "terminated" and event.get("message")):
             entry["error"] = event.get("message")
         if kind == "progress":
-            entry["batches"][(event.get("query_id"), event.get("batch_id"))] = event
-            entry["last"] = event
-    return [_status(app, query, entry, is_alive) for (app, query), entry in folded.items()]
+            _fold_batch(entry, event)
+
+    def statuses(self, alive: Callable[[int], bool] | None = None) -> list[QueryStatus]:
+        """One status per (app, query), in the order they first appeared."""
+        is_alive = alive or process_alive
+        return [_status(entry, is_alive) for entry in self.entries.values()]
+
+    def _entry(self, event: Mapping[str, Any], query: str) -> dict[str, Any]:
+        key = f"{event.get('app')}\x1f{query}"
+        blank = {"app": str(event.get("app")), "query": str(query), "state": "unknown",
+                 "batches": 0, "query_ids": {}, "quarantined": 0, "late": 0, "expectations": {},
+                 "restarts": 0, "error": None, "pid": None, "schema_changes": 0}  # fmt: skip
+        return self.entries.setdefault(key, blank)
 
 
-def _entry(
-    folded: dict[tuple[str, str], dict[str, Any]], event: Mapping[str, Any], query: str
-) -> dict[str, Any]:
-    key = (str(event.get("app")), str(query))
-    blank = {"state": "unknown", "batches": {}, "restarts": 0, "error": None, "pid": None,
-             "schema_changes": 0}  # fmt: skip
-    return folded.setdefault(key, blank)
+def _fold_batch(entry: dict[str, Any], event: Mapping[str, Any]) -> None:
+    """One batch's progress into its query's counts (see :class:`StatusFold`)."""
+    query_id = str(event.get("query_id"))
+    batch = int(event.get("batch_id") or 0)
+    newest = entry["query_ids"].get(query_id)
+    if newest is not None and batch < newest["batch"]:
+        return  # counted already
+    counts = {"quarantined": int(event.get("quarantined") or 0),
+              "late": int(event.get("late") or 0),
+              "expectations": event.get("expectations") or {}}  # fmt: skip
+    if newest is not None and batch == newest["batch"]:
+        _count(entry, newest["counts"], -1)  # the same batch again: its newest counts
+    else:
+        entry["batches"] += 1
+    _count(entry, counts, 1)
+    entry["query_ids"][query_id] = {"batch": batch, "counts": counts}
+    entry["last"] = {name: event.get(name) for name in _LAST}
+
+
+def _count(entry: dict[str, Any], counts: Mapping[str, Any], sign: int) -> None:
+    entry["quarantined"] += sign * counts["quarantined"]
+    entry["late"] += sign * counts["late"]
+    for name, judged in counts["expectations"].items():
+        total = entry["expectations"].setdefault(name, {"passed": 0, "failed": 0})
+        total["passed"] += sign * int(judged.get("passed") or 0)
+        total["failed"] += sign * int(judged.get("failed") or 0)
 
 
 def _fold_run(entry: dict[str, Any], event: Mapping[str, Any], kind: str) -> None:
@@ -139,29 +190,26 @@ def _fold_run(entry: dict[str, Any], event: Mapping[str, Any], kind: str) -> Non
         entry["state"] = "stopped"
 
 
-def _status(
-    app: str, query: str, entry: dict[str, Any], alive: Callable[[int], bool]
-) -> QueryStatus:
+def _status(entry: Mapping[str, Any], alive: Callable[[int], bool]) -> QueryStatus:
     state = entry["state"]
     live = ("active", "restarting", "scheduled")
     if state in live and entry["pid"] and not alive(int(entry["pid"])):
         state = "stopped (process gone)"
     last: Mapping[str, Any] = entry.get("last") or {}
-    batches = entry["batches"].values()
     return QueryStatus(
-        app=app,
-        query=query,
+        app=entry["app"],
+        query=entry["query"],
         state=state,
-        batches=len(entry["batches"]),
+        batches=entry["batches"],
         last_batch_time=last.get("batch_time"),
         input_rate=last.get("input_rate"),
         process_rate=last.get("process_rate"),
         lag=last.get("lag"),
         watermark_delay_s=last.get("watermark_delay_s"),
         state_rows=last.get("state_rows"),
-        quarantined=sum(int(batch.get("quarantined") or 0) for batch in batches),
-        late=sum(int(batch.get("late") or 0) for batch in batches),
-        expectations=_expectation_totals(batches),
+        quarantined=entry["quarantined"],
+        late=entry["late"],
+        expectations={name: dict(n) for name, n in entry["expectations"].items()},
         restarts=entry["restarts"],
         last_error=entry["error"],
         schedule=_schedule_status(entry),
@@ -178,17 +226,6 @@ def _schedule_status(entry: Mapping[str, Any]) -> ScheduleStatus | None:
         last_run_state=entry.get("last_run_state"),
         next_run=entry.get("next_run"),
     )
-
-
-def _expectation_totals(batches: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Passed and failed records per expectation, over the query's batches."""
-    totals: dict[str, dict[str, int]] = {}
-    for batch in batches:
-        for name, counts in (batch.get("expectations") or {}).items():
-            total = totals.setdefault(name, {"passed": 0, "failed": 0})
-            total["passed"] += int(counts.get("passed") or 0)
-            total["failed"] += int(counts.get("failed") or 0)
-    return totals
 
 
 def process_alive(pid: int) -> bool:

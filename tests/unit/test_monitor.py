@@ -292,3 +292,31 @@ def test_status_carries_its_fold_on_and_equals_a_whole_read(tmp_path: Path) -> N
     assert cached() == whole() and [s["query"] for s in cached()] == ["q1", "q2"]
     second.path.unlink()  # pruned: the fold starts again
     assert cached() == whole() and [s["query"] for s in cached()] == ["q1"]
+
+
+def test_the_dashboard_folds_on_what_the_log_gained(tmp_path: Path) -> None:
+    from streamsmith.web.data import MAX_POINTS
+    from streamsmith.web.server import Dashboard
+
+    log = EventLog(tmp_path, "a")
+    log.write({"event": "started", "query": "q1"})
+    for batch in range(MAX_POINTS + 5):
+        log.write(_progress("q1", batch, query_id="x", quarantined=1))
+    live = Dashboard(tmp_path)
+    try:
+        first = live.data()
+        log.write({"event": "failure", "query": "q1", "message": "db down"})
+        log.write(_progress("q1", MAX_POINTS + 4, query_id="x", quarantined=2))  # replayed
+        again = live.data()
+        fresh = Dashboard(tmp_path)
+        try:
+            assert again == fresh.data()  # folding on equals folding anew
+        finally:
+            fresh.server.server_close()
+    finally:
+        live.server.server_close()
+    assert first["queries"][0]["quarantined"] == MAX_POINTS + 5
+    (points,) = again["series"].values()
+    assert len(points) == MAX_POINTS and points[-1]["quarantined"] == 2
+    assert [i["message"] for i in again["incidents"]] == ["db down"]
+    assert again["queries"][0]["quarantined"] == MAX_POINTS + 6

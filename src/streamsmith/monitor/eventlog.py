@@ -11,6 +11,7 @@ Secrets (a PostgreSQL DSN or password, a webhook URL, Kafka passwords) are repla
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import threading
@@ -164,6 +165,37 @@ class LogTail:
             return dict(json.loads(line))
         except json.JSONDecodeError:
             raise ValueError(f"event log {self.path} is not JSON at byte {self.offset}") from None
+
+
+class LogFollower:
+    """An app's event logs read as they grow: each call of :meth:`events` yields what
+    was written since the last, oldest first, from ``offsets`` (file name -> bytes read)
+    on. Each log is in time order (one process appends it), so the logs are merged as
+    they are read, not held and sorted."""
+
+    def __init__(self, root: Path, app: str | None, offsets: dict[str, int] | None = None):
+        self.root = root
+        self.app = app
+        self.offsets = dict(offsets or {})
+
+    def rewritten(self) -> bool:
+        """Whether the logs read changed other than by growing (one shrank or was pruned)
+        or a new one sorts before them, so folding on would differ from folding anew."""
+        sizes = {path.name: path.stat().st_size for path in log_files(self.root, self.app)}
+        if any(sizes.get(name, -1) < offset for name, offset in self.offsets.items()):
+            return True
+        newest_read = max(self.offsets, default="")
+        return any(name not in self.offsets and name < newest_read for name in sizes)
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """The events written since the last call (``app``'s only, when given)."""
+        tails = [
+            LogTail(path, self.offsets.get(path.name, 0)) for path in log_files(self.root, self.app)
+        ]
+        for event in heapq.merge(*tails, key=lambda event: str(event.get("time", ""))):
+            if self.app is None or event.get("app") == self.app:
+                yield event
+        self.offsets = {tail.path.name: tail.offset for tail in tails}
 
 
 def log_files(root: Path, app: str | None) -> list[Path]:

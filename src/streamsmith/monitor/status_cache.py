@@ -1,11 +1,12 @@
 """``status`` without reading the whole event log at every look.
 
-An always-on app writes about a million events a day (a progress event per query and
-batch), and folding them all took ``status`` 3.7 s and 660 MB for a few hours' worth.
-The fold so far (:class:`~streamsmith.monitor.status.StatusFold`, plain data) is kept
-under ``<storage_root>/_monitor/status/`` with how far into each log file it read; the
-next look folds only what was written since. A log file that shrank or vanished (pruned)
-or a new one that sorts before those read starts the fold again from the beginning.
+An always-on app writes a progress event per query and batch, hundreds of thousands a
+day; folding them all at every look cost seconds and memory for every event
+(``benchmarks/status_log.py``). The fold so far (a
+:class:`~streamsmith.monitor.status.StatusFold`, plain data) is kept under
+``<storage_root>/_monitor/status/`` with how far into each log file it read; the next
+look folds only what was written since. A log file that shrank or vanished (pruned) or
+a new one that sorts before those read starts the fold again from the beginning.
 
 Events new since the last look are folded in time order, as a whole read folds all of
 them; only two processes of one app writing at once could see their events folded in
@@ -15,14 +16,13 @@ other process's).
 
 from __future__ import annotations
 
-import heapq
 import json
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from streamsmith.monitor.eventlog import LogTail, log_files
+from streamsmith.monitor.eventlog import LogFollower
 from streamsmith.monitor.status import QueryStatus, StatusFold
 
 log = logging.getLogger(__name__)
@@ -38,28 +38,14 @@ def cached_statuses(
     :func:`~streamsmith.monitor.status.query_statuses` of the whole log gives them."""
     path = root / CACHE_DIR / f"{app or '_all'}.json"
     fold, offsets = _load(path)
-    files = log_files(root, app)
-    if _stale(offsets, files):
-        fold, offsets = StatusFold(), {}
-    tails = [LogTail(file, offsets.get(file.name, 0)) for file in files]
-    # Each log is in time order (one process appends it): merged, not held and sorted.
-    for event in heapq.merge(*tails, key=lambda event: str(event.get("time", ""))):
-        if app is None or event.get("app") == app:
-            fold.add(event)
-    read = {tail.path.name: tail.offset for tail in tails}
-    if read != offsets or not path.exists():
-        _save(path, fold, read)
+    follower = LogFollower(root, app, offsets)
+    if follower.rewritten():
+        fold, follower.offsets = StatusFold(), {}
+    for event in follower.events():
+        fold.add(event)
+    if follower.offsets != offsets or not path.exists():
+        _save(path, fold, follower.offsets)
     return fold.statuses(alive)
-
-
-def _stale(offsets: dict[str, int], files: list[Path]) -> bool:
-    """Whether the files read before changed other than by growing, or a new one sorts
-    before them (so its events would be folded out of order)."""
-    sizes = {file.name: file.stat().st_size for file in files}
-    if any(name not in sizes or sizes[name] < offset for name, offset in offsets.items()):
-        return True
-    newest_read = max(offsets, default="")
-    return any(name not in offsets and name < newest_read for name in sizes)
 
 
 def _load(path: Path) -> tuple[StatusFold, dict[str, int]]:

@@ -1,7 +1,7 @@
 """``streamsmith dashboard``: the page and its JSON, served from the event log.
 
-It reads the log on every request, so it shows a run live and keeps showing it after
-the run ended. On 127.0.0.1 it needs no credentials; bound to any other address it
+It reads what the log gained at every request, so it shows a run live and keeps showing
+it after the run ended. On 127.0.0.1 it needs no credentials; bound to any other address it
 requires a token (``?token=…`` or ``Authorization: Bearer …``), compared in constant
 time, since the page shows error messages and table names.
 """
@@ -19,9 +19,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from streamsmith.errors import UserError
-from streamsmith.monitor.eventlog import read_events
+from streamsmith.monitor.eventlog import LogFollower
 from streamsmith.monitor.metrics import answer
-from streamsmith.web.data import dashboard_data
+from streamsmith.web.data import DashboardFold
 
 
 def needs_token(host: str) -> bool:
@@ -45,6 +45,9 @@ class Dashboard:
             )
         self.root = root
         self.token = token
+        self._follower = LogFollower(root, None)
+        self._fold = DashboardFold()
+        self._lock = threading.Lock()  # requests are served on threads of their own
         page = resources.files("streamsmith.web").joinpath("dashboard.html").read_bytes()
         self.server = ThreadingHTTPServer((host, port), _handler(self, page))
         self.host = host
@@ -67,7 +70,13 @@ class Dashboard:
         self.server.server_close()
 
     def data(self) -> dict[str, Any]:
-        return {"root": str(self.root), **dashboard_data(read_events(self.root))}
+        """The page's JSON, folded on from the events written since the last request."""
+        with self._lock:
+            if self._follower.rewritten():
+                self._fold, self._follower.offsets = DashboardFold(), {}
+            for event in self._follower.events():
+                self._fold.add(event)
+            return {"root": str(self.root), **self._fold.data()}
 
     def allowed(self, path: str, authorization: str | None) -> bool:
         if not self.token:

@@ -320,3 +320,22 @@ def test_the_dashboard_folds_on_what_the_log_gained(tmp_path: Path) -> None:
     assert len(points) == MAX_POINTS and points[-1]["quarantined"] == 2
     assert [i["message"] for i in again["incidents"]] == ["db down"]
     assert again["queries"][0]["quarantined"] == MAX_POINTS + 6
+
+
+def test_a_run_keeps_the_status_fold_so_a_first_look_reads_little(tmp_path: Path) -> None:
+    from streamsmith.monitor.recorder import Monitor
+    from streamsmith.monitor.status_cache import CACHE_DIR
+
+    spec = load_spec({"app": "a", "sources": {"s": {"format": "text", "path": "in"}},
+                      "flows": {"f": {"source": "s", "sink": {"table": "t"}}}})  # fmt: skip
+    monitor = Monitor(spec, tmp_path, {"q1": 0.0})
+    monitor.record({"event": "started", "query": "q1"})
+    assert not (tmp_path / CACHE_DIR).exists()  # not every event: once a minute
+    monitor._status_kept_at -= 120
+    monitor.record(_progress("q1", 0, query_id="x", quarantined=3))
+    assert monitor._status_keeper is not None
+    monitor._status_keeper.join(10)
+    kept = json.loads((tmp_path / CACHE_DIR / "a.json").read_text())
+    (entry,) = kept["entries"].values()
+    assert (entry["query"], entry["batches"], entry["quarantined"]) == ("q1", 1, 3)
+    monitor.notifier.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,10 @@ from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.metrics import Health, MonitorServer, QueryMetrics
 from streamsmith.monitor.notify import Notifier
 from streamsmith.monitor.progress import LATE_METRIC, QUARANTINE_METRIC, progress_record
+from streamsmith.monitor.status_cache import cached_statuses
 
 log = logging.getLogger(__name__)
+_STATUS_EVERY_S = 60.0  # how often a run carries status's fold on
 
 
 class Monitor:
@@ -67,6 +70,9 @@ class Monitor:
         self._lock = threading.RLock()  # an alert is recorded while its progress is
         self.server: MonitorServer | None = None
         self.listener = ProgressListener(self)
+        self.root = root
+        self._status_kept_at = time.monotonic()
+        self._status_keeper: threading.Thread | None = None
 
     def attach(self, spark: SparkSession, health: Health) -> None:
         """Listen to ``spark``'s queries; serve metrics when the spec asks for a port."""
@@ -100,6 +106,7 @@ class Monitor:
                 )
                 self._forward.poll(0)
             self.notifier.send(written)
+            self._keep_status()
             if written.get("event") == "progress":
                 for alert in self.slo.observe(written):
                     self.record(
@@ -111,6 +118,25 @@ class Monitor:
                         }
                     )
         return written
+
+    def _keep_status(self) -> None:
+        """Carry ``status``'s fold on every minute, on a thread of its own, so the first
+        look after a long run reads a minute of log, not all of it (monitor.status_cache)."""
+        now = time.monotonic()
+        busy = self._status_keeper is not None and self._status_keeper.is_alive()
+        if busy or now - self._status_kept_at < _STATUS_EVERY_S:
+            return
+        self._status_kept_at = now
+        self._status_keeper = threading.Thread(
+            target=self._fold_status, name="status-fold", daemon=True
+        )
+        self._status_keeper.start()
+
+    def _fold_status(self) -> None:
+        try:
+            cached_statuses(self.root, self.spec.app)
+        except (OSError, ValueError) as exc:  # status folds the log itself then
+            log.warning("status fold not kept: %s", exc)
 
     def on_spark_event(self, event: Any) -> None:
         """Turn a listener event into a record, if it belongs to this run."""

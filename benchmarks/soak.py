@@ -67,12 +67,13 @@ def main() -> None:
         )
         writer.start()
         plan = build_plan(app, spec, Trigger("interval", 1.0))
-        queries = {output.query_name: query for output, query in start_queries(spark, plan)}
+        started = start_queries(spark, plan)
+        queries = {output.query_name: query for output, query in started}
         try:
             samples = watch(spark, queries["ysb.campaign_windows"], root, args, written)
         finally:
             stop.set()
-            stop_gracefully(list(queries.values()), 60)
+            stop_gracefully(started, 60)
     summarise(samples)
 
 

@@ -104,17 +104,32 @@ def wait_for(query: StreamingQuery, seconds: float) -> None:
         return
 
 
-def stop_gracefully(queries: Sequence[StreamingQuery], timeout_seconds: float) -> None:
-    """Stop each query between batches, waiting up to ``timeout_seconds`` in total.
+def stop_gracefully(queries: Started, timeout_seconds: float) -> None:
+    """Stop each query once the batch it is running has ended, waiting up to
+    ``timeout_seconds`` in total.
 
-    A query still inside a batch at the deadline is stopped anyway; its checkpoint makes
-    the interrupted batch run again on the next start, so nothing is lost or doubled.
+    Only the batch in flight is waited for, not a quiet moment: a query with a backlog
+    and no trigger interval starts its next batch at once, so it would never have one.
+    Side queries stop first: a side batch waits for its flow's main query to read the
+    same input, which a stopped main query never does. A query stopped inside a batch
+    (the next one, or at the deadline) runs it again on the next start from its
+    checkpoint, so nothing is lost or doubled.
     """
     deadline = time.monotonic() + timeout_seconds
-    for query in queries:
+    for _, query in sorted(queries, key=lambda started: started[0].role == "main"):
+        running = _last_batch(query) + 1
         while (
-            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+            query.isActive
+            and query.status.get("isTriggerActive")
+            and _last_batch(query) < running
+            and time.monotonic() < deadline
         ):
             wait_for(query, 0.1)
         if query.isActive:
             query.stop()
+
+
+def _last_batch(query: StreamingQuery) -> int:
+    """The id of the query's last finished batch (-1 before its first)."""
+    progress = query.lastProgress
+    return int(progress["batchId"]) if progress else -1

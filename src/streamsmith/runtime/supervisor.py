@@ -148,7 +148,7 @@ class Supervisor:
                     self.files_limit[flow.name] = limits.choose(backlog, None)
                 self._start_flow(flow)
         except BaseException:
-            stop_gracefully([s.query for s in self.slots if s.query is not None], 0)
+            stop_gracefully(_running(self.slots), 0)
             raise
 
     def _start_flow(self, flow: FlowPlan) -> None:
@@ -243,7 +243,7 @@ class Supervisor:
         chosen = limits.choose(backlog, current)
         if chosen == current:
             return
-        stop_gracefully([slot.query for slot in slots if slot.query is not None], 60)
+        stop_gracefully(_running(slots), 60)
         for slot in slots:
             slot.tally()
         self.files_limit[flow.name] = chosen
@@ -317,7 +317,7 @@ class Supervisor:
 
     def stop(self, timeout_seconds: float) -> None:
         """Stop every running query after its current batch (see ``stop_gracefully``)."""
-        stop_gracefully([s.query for s in self.slots if s.query is not None], timeout_seconds)
+        stop_gracefully(_running(self.slots), timeout_seconds)
         for slot in self.slots:
             slot.tally()
             if slot.state in ("active", "restarting"):
@@ -416,6 +416,10 @@ def file_probes(plan: Plan) -> dict[str, FileSourceProbe]:
         if flow.source.is_file_source and flow.source_path is not None
         for output in flow.outputs
     }
+
+
+def _running(slots: list[Supervised]) -> Started:
+    return [(slot.output, slot.query) for slot in slots if slot.query is not None]
 
 
 def _damaged_file(flow: FlowPlan, path: Path, damage: str) -> str:

@@ -122,6 +122,27 @@ def test_the_default_reading_spec_sets_no_spark_conf() -> None:
     assert "spark" not in get_app("cloudtrail").default_spec
 
 
+@pytest.mark.parametrize(
+    ("given", "env"), [(None, None), (None, "from-env"), ("lake", "from-env"), ("~/lake", None)]
+)
+def test_a_read_naming_no_spec_reads_by_the_default_spec_without_building_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, env: str | None
+) -> None:
+    """``streamsmith query`` with no app, spec file or ``--set`` skips the spec's models
+    (pydantic): the same storage root and Spark conf as the spec they would build."""
+    from streamsmith.cli.sql import DEFAULT_READING_SPEC, reading_conf
+    from streamsmith.config import load_spec
+    from streamsmith.defaults import STORAGE_ROOT_ENV
+
+    monkeypatch.chdir(tmp_path)
+    if env is None:
+        monkeypatch.delenv(STORAGE_ROOT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(STORAGE_ROOT_ENV, env)
+    spec = load_spec(DEFAULT_READING_SPEC, storage_root=given)
+    assert reading_conf(None, None, None, given) == (spec.root, spec.spark.conf)
+
+
 def test_a_table_named_by_a_relative_path_finds_its_committed_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

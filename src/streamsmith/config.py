@@ -29,15 +29,12 @@ from pydantic import (
     model_validator,
 )
 
+from streamsmith.defaults import (
+    DEFAULT_STORAGE_ROOT,
+    STORAGE_ROOT_ENV,
+    absolute_root,
+)
 from streamsmith.errors import UserError
-
-DEFAULT_STORAGE_ROOT = "./streamsmith-data"
-STORAGE_ROOT_ENV = "STREAMSMITH_ROOT"
-SPEC_FILE = "streamsmith.yml"  # a pipeline of your own: its spec, found in its folder
-# The session time zone streamsmith gives Spark unless the spec's spark.conf sets one
-# (dates derived from event times must not depend on the host); the DuckDB read side
-# uses the same.
-SESSION_TIME_ZONE = "UTC"
 
 # Free-form mappings: in a dotted --set key, everything after one of these is a single key,
 # so `--set spark.conf.spark.sql.shuffle.partitions=4` sets conf["spark.sql.shuffle.partitions"].
@@ -812,7 +809,7 @@ class PipelineSpec(StrictModel):
     @property
     def root(self) -> Path:
         """The storage root as an absolute path."""
-        return Path(self.storage_root).expanduser().resolve()
+        return absolute_root(self.storage_root)
 
     def source_path(self, source: str) -> Path | None:
         """Absolute input directory of a file source (relative paths are under the storage
@@ -914,32 +911,6 @@ def load_spec(
         raise UserError(_describe_validation_error(exc, origins, str(app))) from None
     spec._origins = tuple(origins)
     return spec
-
-
-def find_spec(target: str | None) -> Path | None:
-    """The spec file ``target`` names: a YAML file, a Python file declaring a
-    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
-    ``./streamsmith.yml``; None when ``target`` is an app's name."""
-    if target is None:
-        default = Path(SPEC_FILE)
-        if not default.is_file():
-            raise UserError(
-                f"no {SPEC_FILE} here: name an app (see `streamsmith apps`) or a spec file, "
-                "or create a pipeline with `streamsmith init DIR`"
-            )
-        return default.resolve()
-    path = Path(target).expanduser()
-    if path.is_dir():
-        if not (path / SPEC_FILE).is_file():
-            raise UserError(f"folder {path} holds no {SPEC_FILE}")
-        return (path / SPEC_FILE).resolve()
-    if path.suffix in (".yml", ".yaml", ".py"):
-        if not path.is_file():
-            raise UserError(
-                f"{'pipeline' if path.suffix == '.py' else 'spec'} file {path} does not exist"
-            )
-        return path.resolve()
-    return None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

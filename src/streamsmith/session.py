@@ -40,7 +40,8 @@ from pyspark import SparkConf, SparkContext, SparkFiles
 from pyspark.sql import SparkSession
 
 from streamsmith import jvm, jvm_archive
-from streamsmith.config import SESSION_TIME_ZONE, SparkSpec
+from streamsmith.config import SparkSpec
+from streamsmith.defaults import SESSION_TIME_ZONE
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"

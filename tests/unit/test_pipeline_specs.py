@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from streamsmith.config import find_spec
+from streamsmith.defaults import find_spec
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.app import EventTime

@@ -122,6 +122,45 @@ def test_the_default_reading_spec_sets_no_spark_conf() -> None:
     assert "spark" not in get_app("cloudtrail").default_spec
 
 
+@pytest.mark.parametrize(
+    ("given", "env"), [(None, None), (None, "from-env"), ("lake", "from-env"), ("~/lake", None)]
+)
+def test_a_read_naming_no_spec_reads_by_the_default_spec_without_building_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, env: str | None
+) -> None:
+    """``streamsmith query`` with no app, spec file or ``--set`` skips the spec's models
+    (pydantic): the same storage root and Spark conf as the spec they would build."""
+    from streamsmith.cli.sql import DEFAULT_READING_SPEC, reading_conf
+    from streamsmith.config import load_spec
+    from streamsmith.defaults import STORAGE_ROOT_ENV
+
+    monkeypatch.chdir(tmp_path)
+    if env is None:
+        monkeypatch.delenv(STORAGE_ROOT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(STORAGE_ROOT_ENV, env)
+    spec = load_spec(DEFAULT_READING_SPEC, storage_root=given)
+    assert reading_conf(None, None, None, given) == (spec.root, spec.spark.conf)
+
+
+def test_a_command_line_naming_a_command_builds_only_it() -> None:
+    """``streamsmith query ...`` builds the query command alone (typer reads every
+    command's signature otherwise), with the same parameters; other lines get all."""
+    import typer.main
+
+    from streamsmith.cli import cli, command_line
+
+    assert command_line([]) is cli and command_line(["--help"]) is cli
+    assert command_line(["querx"]) is cli  # click suggests `query` from the full list
+    everything = typer.main.get_group(cli)
+    for args, name in (["query", "SELECT 1"], "query"), (["checkpoint", "show"], "checkpoint"):
+        only = command_line(args)
+        assert isinstance(only, typer.main.TyperGroup) and list(only.commands) == [name]
+        built, full = only.commands[name], everything.commands[name]
+        assert [p.name for p in built.params] == [p.name for p in full.params]
+        assert built.help == full.help
+
+
 def test_a_table_named_by_a_relative_path_finds_its_committed_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,7 +1,8 @@
 """What every command group shares: options, output, spec loading, Spark, signals.
 
-Imports stay light (no pyspark, no runtime) so that ``streamsmith --help`` is fast; the
-commands import what they run inside their functions.
+Imports stay light (no pyspark, no runtime, not even the spec's models: pydantic) so
+that ``streamsmith --help`` and ``query`` start fast; the commands import what they run
+inside their functions.
 """
 
 from __future__ import annotations
@@ -20,22 +21,13 @@ import typer
 from rich.console import Console
 
 from streamsmith import console
-from streamsmith.config import (
-    DEFAULT_STORAGE_ROOT,
-    SPEC_FILE,
-    STORAGE_ROOT_ENV,
-    PipelineSpec,
-    Trigger,
-    find_spec,
-    load_spec,
-    load_spec_file,
-    parse_trigger,
-)
+from streamsmith.defaults import DEFAULT_STORAGE_ROOT, SPEC_FILE, STORAGE_ROOT_ENV, find_spec
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from streamsmith.config import PipelineSpec, Trigger
     from streamsmith.runtime.app import App
 
 out = Console()
@@ -85,6 +77,7 @@ def spec_for(
 ) -> tuple[App, PipelineSpec]:
     """The app (a reference app by name, or a pipeline of your own by its spec file or
     folder; none: ``./streamsmith.yml``) and its spec as the command line layers it."""
+    from streamsmith.config import load_spec
     from streamsmith.pipelines import load_pipeline
 
     path = find_spec(app_name)
@@ -116,6 +109,8 @@ def storage_root(root: str | None) -> Path:
     when there is one (a pipeline's own folder), else the default; made absolute."""
     given = root or os.environ.get(STORAGE_ROOT_ENV)
     if given is None and Path(SPEC_FILE).is_file():
+        from streamsmith.config import load_spec_file
+
         return load_spec_file(Path(SPEC_FILE).resolve()).root
     return Path(given or DEFAULT_STORAGE_ROOT).resolve()
 
@@ -124,6 +119,8 @@ def trigger(text: str | None) -> Trigger | None:
     """``--trigger`` parsed; None leaves the spec's trigger."""
     if text is None:
         return None
+    from streamsmith.config import parse_trigger
+
     try:
         return parse_trigger(text)
     except ValueError as exc:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from streamsmith.cli.common import Root, err, say, spec_for
 from streamsmith.cli.targets import (
@@ -30,7 +29,6 @@ from streamsmith.cli.targets import (
     storage_root_of,
     target,
 )
-from streamsmith.config import parse_duration
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
@@ -60,6 +58,9 @@ def generate_cloudtrail_files(
     """Write gzipped CloudTrail log files as AWS delivers them."""
     from datetime import timedelta
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from streamsmith.config import parse_duration
     from streamsmith.generate.cloudtrail import generate_cloudtrail
 
     try:

@@ -1,5 +1,6 @@
 """``streamsmith jvm``: the class-data-sharing archive that lets Spark's JVM start warm
-(``streamsmith.jvm_archive`` says what it is and when it is used)."""
+(``streamsmith.jvm_archive`` says what it is and when it is used). That module and the
+scaffold load only when a ``jvm`` command runs: every other command starts without them."""
 
 from __future__ import annotations
 
@@ -13,10 +14,8 @@ from typing import Annotated
 
 import typer
 
-from streamsmith import jvm_archive
 from streamsmith.cli.common import say
 from streamsmith.errors import UserError
-from streamsmith.scaffold import init_project
 
 jvm_cli = typer.Typer(
     rich_markup_mode="markdown",
@@ -26,6 +25,8 @@ jvm_cli = typer.Typer(
 
 
 def _archive() -> Path:
+    from streamsmith import jvm_archive
+
     archive = jvm_archive.archive_path()
     if archive is None:
         raise UserError("no java found (JAVA_HOME or PATH): install Java 17 (make setup does)")
@@ -54,6 +55,8 @@ def build(
 @jvm_cli.command("status")
 def status() -> None:
     """Where this machine's archive is, and whether sessions use it."""
+    from streamsmith import jvm_archive
+
     archive = _archive()
     if os.environ.get(jvm_archive.SWITCH_ENV, "").lower() in {"off", "0", "false", "no"}:
         say(f"off (${jvm_archive.SWITCH_ENV}); archive: {archive}")
@@ -77,6 +80,9 @@ def remove() -> None:
 def record_archive(archive: Path) -> Path:
     """Run a small pipeline in a child process that records the classes its JVM loads,
     then move the archive into place (atomically: running JVMs keep the file they mapped)."""
+    from streamsmith import jvm_archive
+    from streamsmith.scaffold import init_project
+
     staging = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
     with tempfile.TemporaryDirectory(prefix="streamsmith-jvm-") as folder:
         project = Path(folder) / "warm"

@@ -71,7 +71,8 @@ def _status_scope(app: str | None, root: str | None) -> tuple[Path, str | None]:
     """The storage root and app whose events ``status`` reads: a pipeline spec (named, or
     ``./streamsmith.yml``) gives both, read without loading the pipeline's code; else
     ``--root`` and the app's name."""
-    from streamsmith.config import SPEC_FILE, find_spec, load_spec_file
+    from streamsmith.config import load_spec_file
+    from streamsmith.defaults import SPEC_FILE, find_spec
 
     if app is None and (root is not None or not Path(SPEC_FILE).is_file()):
         return storage_root(root), None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,8 +22,11 @@ from streamsmith.cli.common import (
     spec_for,
     stop_on_signals,
 )
-from streamsmith.config import SESSION_TIME_ZONE, SPEC_FILE, ConfValue, load_spec, load_spec_file
+from streamsmith.defaults import SESSION_TIME_ZONE, SPEC_FILE, default_root
 from streamsmith.errors import UserError
+
+if TYPE_CHECKING:
+    from streamsmith.config import ConfValue
 
 AppOpt = Annotated[
     str | None,
@@ -132,6 +135,12 @@ TIME_ZONE_KEY = "spark.sql.session.timeZone"
 ANSI_KEY = "spark.sql.ansi.enabled"
 
 
+# What a read naming no app reads by: the default storage root, and the cloudtrail app's
+# Spark conf, which is empty (tests/unit/test_read.py checks it).
+DEFAULT_READING_SPEC: Mapping[str, Any] = {"app": "cloudtrail", "sources": {}, "flows": {}}
+DEFAULT_READING_CONF: Mapping[str, ConfValue] = {}
+
+
 def reading_conf(
     app: str | None, files: list[Path] | None, sets: list[str] | None, root: str | None
 ) -> tuple[Path, Mapping[str, ConfValue]]:
@@ -139,17 +148,14 @@ def reading_conf(
     when that is possible: no app (the default spec) or a YAML spec file; an app by name
     or a Python pipeline file is loaded (its spec may set the conf)."""
     yaml_file = _yaml_spec(app)
+    if yaml_file is None and app is None and not files and not sets:
+        return default_root(root), DEFAULT_READING_CONF  # no spec's models to build (pydantic)
+    from streamsmith.config import load_spec, load_spec_file
+
     if yaml_file is not None:
         spec = load_spec_file(yaml_file, files or (), sets or (), storage_root=root)
     elif app is None:
-        # The default storage root, read with the cloudtrail app's spec, which sets no
-        # Spark conf (tests/unit/test_read.py checks it).
-        spec = load_spec(
-            {"app": "cloudtrail", "sources": {}, "flows": {}},
-            files or (),
-            sets or (),
-            storage_root=root,
-        )
+        spec = load_spec(DEFAULT_READING_SPEC, files or (), sets or (), storage_root=root)
     else:
         _, spec = spec_for(app, files, sets, root)
     return spec.root, spec.spark.conf

@@ -90,6 +90,8 @@ def answer(
         except duckdb.Error:
             raise NotOnFastPath(f"DuckDB knows no time zone {time_zone}") from None
         connection.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
+        # The views read each file's footer for its columns, the query again: read once
+        connection.execute("SET parquet_metadata_cache = true")
         fields = _register_views(connection, root, query.tables)
         relation = connection.sql(query.to_duckdb(fields, ansi=ansi))
         columns, types = list(relation.columns), list(relation.types)

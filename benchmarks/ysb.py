@@ -329,8 +329,7 @@ def check_outputs(spark: SparkSession, root: Path, corrupt: int) -> str:
                                    F.col("count").alias("views"))  # fmt: skip
             start = F.unix_micros("window_start")
             windows = sorted(map(tuple, rows.select("campaign_id", start, "views").collect()))
-            path = root / quarantine
-            found[name] = (windows, spark.read.parquet(str(path)).count() if path.exists() else 0)
+            found[name] = (windows, _rows(spark, root / quarantine))
         app_windows, app_rejects = found["streamsmith app"]
         for name, (windows, rejects) in found.items():
             if windows != app_windows or rejects != app_rejects or rejects != corrupt:
@@ -342,6 +341,12 @@ def check_outputs(spark: SparkSession, root: Path, corrupt: int) -> str:
                 )
         said.append(f"{len(app_windows)} windows and {app_rejects} rejects from {source}")
     return f"outputs equal to the app's in every path: {', '.join(said)}"
+
+
+def _rows(spark: SparkSession, table: Path) -> int:
+    """Rows of a Parquet table; 0 when no file was written (no rejects: Spark cannot read
+    a schema from nothing)."""
+    return spark.read.parquet(str(table)).count() if any(table.rglob("*.parquet")) else 0
 
 
 def _processing_seconds(batches: list[tuple[str, int]]) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.apps import get_app
 from streamsmith.apps.ysb import kafka_overrides
@@ -24,6 +25,8 @@ from streamsmith.config import PipelineSpec, SparkSpec, Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
 from streamsmith.io.kafka.broker import start_broker
+from streamsmith.io.kafka.options import SOURCE_NAME
+from streamsmith.io.kafka.source import register_kafka_source
 from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
@@ -112,9 +115,23 @@ def ysb_catch_up(spec: PipelineSpec, **changes: Any) -> Plan:
                       Trigger("available-now"))  # fmt: skip
 
 
-def bare_query(events: DataFrame, campaigns: DataFrame, out: Path):  # type: ignore[no-untyped-def]
-    """YSB as a user writes it in plain Spark: no quarantine, no late-event record."""
-    views = (
+def kafka_records(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    """Every record of ``topic`` from its start, as a stream through the streamsmith Kafka
+    source (raw values; Spark's JVM connector is not installed here)."""
+    register_kafka_source(spark)
+    return (
+        spark.readStream.format(SOURCE_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
+def bare_windows(events: DataFrame, campaigns: DataFrame) -> DataFrame:
+    """YSB's windowed count as a user writes it in plain Spark: ``window, campaign_id,
+    count``."""
+    return (
         events.withWatermark("event_time", "10 seconds")
         .where("event_type = 'view'")
         .select("ad_id", "event_time")
@@ -122,14 +139,24 @@ def bare_query(events: DataFrame, campaigns: DataFrame, out: Path):  # type: ign
         .groupBy(F.window("event_time", "10 seconds"), "campaign_id")
         .count()
     )
+
+
+def parquet_query(frame: DataFrame, out: Path) -> StreamingQuery:
+    """``frame`` appended by Spark's Parquet file sink to ``out/table`` (exactly-once by the
+    sink's commit log), one ``availableNow`` run."""
     return (
-        views.writeStream.format("parquet")
+        frame.writeStream.format("parquet")
         .option("path", str(out / "table"))
         .option("checkpointLocation", str(out / "checkpoint"))
         .outputMode("append")
         .trigger(availableNow=True)
         .start()
     )
+
+
+def bare_query(events: DataFrame, campaigns: DataFrame, out: Path) -> StreamingQuery:
+    """YSB as a user writes it in plain Spark: no quarantine, no late-event record."""
+    return parquet_query(bare_windows(events, campaigns), out)
 
 
 # Spark's UI on a loopback port Spark picks, for :func:`print_stages` (a local master binds

@@ -1,22 +1,13 @@
-"""The pipeline spec: a strict, typed YAML document that configures one app.
-
-Every app ships a default spec, so ``streamsmith run cloudtrail`` works out of the box.
-Users layer YAML files (``-f spec.yaml``) and single values (``--set dotted.key=value``)
-on top; the merged result is validated by frozen models that reject unknown keys and
-say which file (or ``--set``) the offending key came from.
-"""
+"""The spec's models: frozen pydantic models that reject unknown keys, one per section
+of the YAML document (sources, flows, sinks, monitoring, ...)."""
 
 from __future__ import annotations
 
-import copy
-import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -29,136 +20,20 @@ from pydantic import (
     model_validator,
 )
 
+from streamsmith.config.durations import (
+    check_schedule,
+    parse_duration,
+    parse_trigger,
+)
+from streamsmith.config.origins import describe_validation_error
+from streamsmith.config.origins import layer_of as key_layer
+from streamsmith.config.origins import origin_of as key_origin
 from streamsmith.defaults import (
     DEFAULT_STORAGE_ROOT,
-    STORAGE_ROOT_ENV,
     absolute_root,
 )
-from streamsmith.errors import UserError
-
-# Free-form mappings: in a dotted --set key, everything after one of these is a single key,
-# so `--set spark.conf.spark.sql.shuffle.partitions=4` sets conf["spark.sql.shuffle.partitions"].
-_FREE_FORM_KEYS = frozenset({"conf", "options"})
 
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-# ---------------------------------------------------------------------------------------
-# Durations and triggers
-
-
-_DURATION_UNITS = {
-    "ms": 0.001,
-    "s": 1.0,
-    "sec": 1.0,
-    "second": 1.0,
-    "seconds": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "minute": 60.0,
-    "minutes": 60.0,
-    "h": 3600.0,
-    "hour": 3600.0,
-    "hours": 3600.0,
-    "d": 86400.0,
-    "day": 86400.0,
-    "days": 86400.0,
-}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a human duration such as ``10s``, ``500ms``, ``2 minutes`` or ``1h``."""
-    match = _DURATION.match(text.lower())
-    if not match or match.group(2) not in _DURATION_UNITS:
-        raise ValueError(
-            f"invalid duration {text!r}: write a number and a unit, e.g. 500ms, 10s, 5m, 1h"
-        )
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-
-
-_SPARK_UNITS = {0.001: "millisecond", 1.0: "second", 60.0: "minute", 3600.0: "hour", 86400.0: "day"}
-
-
-def spark_duration(text: str) -> str:
-    """``text`` (any spelling :func:`parse_duration` reads: ``10s``, ``2h``, ``1 day``) as
-    an interval Spark reads in ``withWatermark`` and ``window``: ``10 seconds``..."""
-    parse_duration(text)
-    match = _DURATION.match(text.lower())
-    assert match is not None  # parse_duration accepted it
-    number, unit = match.group(1), _SPARK_UNITS[_DURATION_UNITS[match.group(2)]]
-    return f"{number} {unit}" + ("" if float(number) == 1 else "s")
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """When a streaming query runs its micro-batches.
-
-    ``available-now`` processes the backlog (in as many batches as the read limits ask for)
-    and stops; ``once`` processes it in one batch and stops; ``interval`` runs forever,
-    starting a batch every ``interval_seconds`` (0 means as soon as the previous ends).
-    """
-
-    kind: Literal["available-now", "once", "interval"]
-    interval_seconds: float = 0.0
-
-    @property
-    def terminates(self) -> bool:
-        """Whether a query with this trigger stops by itself once the backlog is done."""
-        return self.kind != "interval"
-
-    def __str__(self) -> str:
-        if self.kind == "interval":
-            return f"interval={_format_seconds(self.interval_seconds)}"
-        return self.kind
-
-    def spark_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``DataStreamWriter.trigger``."""
-        if self.kind == "available-now":
-            return {"availableNow": True}
-        if self.kind == "once":
-            return {"once": True}
-        return {"processingTime": f"{int(self.interval_seconds * 1000)} milliseconds"}
-
-
-def _format_seconds(seconds: float) -> str:
-    return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"
-
-
-def parse_trigger(text: str) -> Trigger:
-    """Parse ``available-now``, ``once`` or ``interval=<duration>`` (e.g. ``interval=10s``)."""
-    normalized = text.strip().lower().replace("_", "-")
-    if normalized in ("available-now", "availablenow"):
-        return Trigger("available-now")
-    if normalized == "once":
-        return Trigger("once")
-    if normalized.startswith("interval="):
-        return Trigger("interval", parse_duration(normalized.split("=", 1)[1]))
-    raise ValueError(
-        f"invalid trigger {text!r}: use available-now, once or interval=<duration> "
-        "(e.g. interval=10s)"
-    )
-
-
-_CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-
-
-def check_schedule(text: str) -> str:
-    """``text`` if it is a 5-field cron expression (minute hour day month weekday, in
-    UTC) or one of the aliases ``@hourly``, ``@daily``...; else a ValueError saying how."""
-    from croniter import croniter  # only specs with a schedule pay for it
-
-    fields = text.split()
-    if not (len(fields) == 5 or text in _CRON_ALIASES) or not croniter.is_valid(text):
-        raise ValueError(
-            f"invalid schedule {text!r}: write a 5-field cron expression "
-            '(minute hour day-of-month month day-of-week, in UTC), e.g. "*/15 * * * *", '
-            "or @hourly, @daily, @weekly, @monthly"
-        )
-    return text
-
-
-# ---------------------------------------------------------------------------------------
-# The models
 
 
 class StrictModel(BaseModel):
@@ -734,16 +609,16 @@ class PipelineSpec(StrictModel):
     def describe_error(self, exc: ValidationError, at: Sequence[str]) -> str:
         """``exc`` (from validating the part of the spec at the key path ``at``) as one
         line per problem, naming the key and the file or ``--set`` it came from."""
-        return _describe_validation_error(exc, self._origins, self.app, tuple(at))
+        return describe_validation_error(exc, self._origins, self.app, tuple(at))
 
     def layer_of(self, at: Sequence[str]) -> int:
         """Which layer last set the key at path ``at``: -1 for the app's default spec,
         else its position among the files, ``--set`` values and overrides."""
-        return _layer_of(tuple(at), self._origins)
+        return key_layer(tuple(at), self._origins)
 
     def origin_of(self, at: Sequence[str]) -> str:
         """The file or ``--set`` the key at path ``at`` came from."""
-        return _origin_of(tuple(at), self._origins) or f"the default spec of app {self.app!r}"
+        return key_origin(tuple(at), self._origins) or f"the default spec of app {self.app!r}"
 
     @field_validator("trigger")
     @classmethod
@@ -819,194 +694,3 @@ class PipelineSpec(StrictModel):
             return None
         path = Path(configured).expanduser()
         return path if path.is_absolute() else self.root / path
-
-
-# ---------------------------------------------------------------------------------------
-# Loading: defaults + files + --set, with errors that point at their origin
-
-
-def load_spec_file(
-    path: Path,
-    files: Sequence[Path] = (),
-    sets: Sequence[str] = (),
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    storage_root: str | None = None,
-    flows: Mapping[str, Any] | None = None,
-) -> PipelineSpec:
-    """The spec of a pipeline's YAML spec file, with further files and ``--set`` values
-    layered over it. A relative ``storage_root`` in the file is taken from the file's
-    folder, so the pipeline runs the same from anywhere. ``flows`` are what the file's
-    flows fall back on (the pipeline's libraries say; see ``streamsmith.pipelines``);
-    without them, as a reader of the lake loads it without the pipeline's code, each flow
-    falls back on the only source and the lake table of its name."""
-    folder = path.parent
-    if flows is None:
-        flows = _reader_flow_defaults(_read_yaml(path))
-    spec = load_spec(
-        {"storage_root": str(folder / "streamsmith-data"), "flows": dict(flows)},
-        [path, *files],
-        sets,
-        overrides=overrides,
-        storage_root=storage_root,
-    )
-    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
-        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
-    return spec
-
-
-def _reader_flow_defaults(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A default source and sink for every flow of a spec file, enough to read its lake
-    without loading its libraries' code."""
-    sources = document.get("sources")
-    flows = document.get("flows")
-    only = next(iter(sources)) if isinstance(sources, Mapping) and len(sources) == 1 else None
-    return {
-        str(name): {"sink": {"format": "parquet", "table": str(name)}}
-        | ({"source": only} if only is not None else {})
-        for name in (flows if isinstance(flows, Mapping) else ())
-    }
-
-
-def load_spec(
-    default: Mapping[str, Any],
-    files: Sequence[Path] = (),
-    sets: Sequence[str] = (),
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    storage_root: str | None = None,
-) -> PipelineSpec:
-    """Merge an app's default spec with spec files and ``--set`` overrides, then validate.
-
-    Precedence, lowest first: the app default, ``$STREAMSMITH_ROOT``, each file in order,
-    each ``--set`` in order, ``overrides`` (a nested mapping, as code passes values: no
-    dotted strings to compose) and finally ``storage_root`` (the CLI's ``--root``).
-    """
-    merged: dict[str, Any] = copy.deepcopy(dict(default))
-    origins: list[tuple[str, dict[str, Any]]] = []
-    env_root = os.environ.get(STORAGE_ROOT_ENV)
-    if env_root:
-        merged["storage_root"] = env_root
-    for path in files:
-        document = _read_yaml(path)
-        origins.append((str(path), document))
-        merged = deep_merge(merged, document)
-    set_layer: dict[str, Any] = {}
-    for assignment in sets:
-        key, value = _parse_assignment(assignment)
-        _set_dotted(set_layer, key, value)
-    if set_layer:
-        origins.append(("--set", set_layer))
-        merged = deep_merge(merged, set_layer)
-    if overrides:
-        layer = copy.deepcopy(dict(overrides))
-        origins.append(("the caller's overrides", layer))
-        merged = deep_merge(merged, layer)
-    if storage_root is not None:
-        merged["storage_root"] = storage_root
-    try:
-        spec = PipelineSpec.model_validate(merged)
-    except ValidationError as exc:
-        app = default.get("app") or merged.get("app") or merged.get("name") or "?"
-        raise UserError(_describe_validation_error(exc, origins, str(app))) from None
-    spec._origins = tuple(origins)
-    return spec
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"spec file {path} does not exist: check the path given to -f")
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserError(f"spec file {path} is not valid YAML: {exc}".replace("\n", " ")) from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise UserError(
-            f"spec file {path} must hold a mapping of keys, not {type(document).__name__}"
-        )
-    return document
-
-
-def _parse_assignment(assignment: str) -> tuple[str, Any]:
-    key, sep, raw = assignment.partition("=")
-    if not sep or not key.strip():
-        raise UserError(f"--set {assignment!r} must look like dotted.key=value")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
-
-
-def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    node = target
-    for index, part in enumerate(parts[:-1]):
-        if part in _FREE_FORM_KEYS:
-            node = node.setdefault(part, {})
-            node[".".join(parts[index + 1 :])] = value
-            return
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise UserError(f"--set {key}: {part!r} already holds a value, not a mapping")
-        node = child
-    node[parts[-1]] = value
-
-
-def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``overlay`` laid over it, mapping by mapping (as spec layers are)."""
-    result = dict(base)
-    for key, value in overlay.items():
-        if isinstance(value, Mapping) and isinstance(result.get(key), dict):
-            result[key] = deep_merge(result[key], value)
-        else:
-            result[key] = value
-    return result
-
-
-def _describe_validation_error(
-    exc: ValidationError,
-    origins: Sequence[tuple[str, dict[str, Any]]],
-    app: str,
-    at: tuple[str, ...] = (),
-) -> str:
-    """One line per problem: where it is, what is wrong, and where the key came from."""
-    lines = []
-    for error in exc.errors():
-        loc = (*at, *(str(part) for part in error["loc"]))
-        dotted = ".".join(loc) if loc else "(top level)"
-        origin = _origin_of(loc, origins) or f"the default spec of app {app!r}"
-        if error["type"] == "extra_forbidden":
-            parent = ".".join(loc[:-1]) or "the top level"
-            lines.append(
-                f"unknown key {dotted!r} in {origin}: {parent} has no key {loc[-1]!r}; "
-                "check its spelling (see `streamsmith dry-run` for the full spec)"
-            )
-        else:
-            message = str(error["msg"]).removeprefix("Value error, ")
-            lines.append(f"invalid value for {dotted!r} in {origin}: {message}")
-    return "; ".join(lines)
-
-
-def _origin_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]) -> str | None:
-    """The last layer (file or --set) that mentions the key path, if any."""
-    index = _layer_of(loc, origins)
-    return origins[index][0] if index >= 0 else None
-
-
-def _layer_of(loc: Sequence[str], origins: Sequence[tuple[str, dict[str, Any]]]) -> int:
-    for index in range(len(origins) - 1, -1, -1):
-        layer = origins[index][1]
-        node: Any = layer
-        found = bool(loc)
-        for part in loc:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                found = False
-                break
-        if found:
-            return index
-    return -1

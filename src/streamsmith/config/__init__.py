@@ -1,0 +1,91 @@
+"""The pipeline spec: a strict, typed YAML document that configures one app.
+
+Every app ships a default spec, so ``streamsmith run cloudtrail`` works out of the box.
+Users layer YAML files (``-f spec.yaml``) and single values (``--set dotted.key=value``)
+on top; the merged result is validated by frozen models that reject unknown keys and
+say which file (or ``--set``) the offending key came from.
+
+``durations`` (durations, triggers, schedules), ``models`` (the spec's sections) and
+``loading`` (layering and validating) are re-exported here: import from
+``streamsmith.config``.
+"""
+
+from __future__ import annotations
+
+from streamsmith.config.durations import (
+    Trigger,
+    check_schedule,
+    parse_duration,
+    parse_trigger,
+    spark_duration,
+)
+from streamsmith.config.loading import (
+    deep_merge,
+    load_spec,
+    load_spec_file,
+)
+from streamsmith.config.models import (
+    FILE_FORMATS,
+    INFER,
+    STOPPING,
+    TAGGING,
+    AlertRules,
+    ConfValue,
+    EventTimeSpec,
+    ExpectAction,
+    ExpectationSpec,
+    FlowSpec,
+    KafkaSpec,
+    LibraryGlob,
+    LibrarySpec,
+    MonitorSpec,
+    NotifyEvent,
+    NotifySpec,
+    OutputMode,
+    PipelineSpec,
+    PostgresSpec,
+    SinkSpec,
+    SmtpSpec,
+    SourceSpec,
+    SparkSpec,
+    StrictModel,
+    SupervisorSpec,
+    parser_options,
+)
+
+__all__ = [
+    "FILE_FORMATS",
+    "INFER",
+    "STOPPING",
+    "TAGGING",
+    "AlertRules",
+    "ConfValue",
+    "EventTimeSpec",
+    "ExpectAction",
+    "ExpectationSpec",
+    "FlowSpec",
+    "KafkaSpec",
+    "LibraryGlob",
+    "LibrarySpec",
+    "MonitorSpec",
+    "NotifyEvent",
+    "NotifySpec",
+    "OutputMode",
+    "PipelineSpec",
+    "PostgresSpec",
+    "SinkSpec",
+    "SmtpSpec",
+    "SourceSpec",
+    "SparkSpec",
+    "StrictModel",
+    "SupervisorSpec",
+    "Trigger",
+    "check_schedule",
+    "deep_merge",
+    "load_spec",
+    "load_spec_file",
+    "parse_duration",
+    "parse_trigger",
+    "parser_options",
+    "spark_duration",
+]

@@ -201,6 +201,8 @@ def _first_sentence(model: type[BaseModel] | None) -> str:
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:  # a checked type (a duration, a cron): its base type
+        return _type_name(args[0])
     if origin is typing.Literal:
         return " \\| ".join(f"`{arg}`" for arg in args)
     if origin in (typing.Union, types.UnionType):

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -16,7 +17,6 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -34,6 +34,22 @@ from streamsmith.defaults import (
 )
 
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _duration(text: str) -> str:
+    parse_duration(text)
+    return text
+
+
+def _trigger(text: str) -> str:
+    parse_trigger(text)
+    return text
+
+
+# Kept as written (what the spec says is what dry-run and errors show), checked on load.
+Duration = Annotated[str, AfterValidator(_duration)]
+TriggerText = Annotated[str, AfterValidator(_trigger)]
+Cron = Annotated[str, AfterValidator(check_schedule)]
 
 
 class StrictModel(BaseModel):
@@ -354,19 +370,12 @@ class AlertRules(StrictModel):
         default=True, description="a batch took longer than the trigger interval"
     )
     max_lag: int | None = Field(default=None, ge=0, description="records or files behind")
-    max_watermark_delay: str | None = Field(
+    max_watermark_delay: Duration | None = Field(
         default=None, description="batch time minus watermark, e.g. 15m"
     )
     max_quarantine_ratio: float | None = Field(
         default=None, gt=0, le=1, description="quarantined rows / input rows in one batch"
     )
-
-    @field_validator("max_watermark_delay")
-    @classmethod
-    def _valid_delay(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
 
 
 class MonitorSpec(StrictModel):
@@ -382,14 +391,8 @@ class MonitorSpec(StrictModel):
     metrics_port: int | None = Field(
         default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1"
     )
-    retention: str = Field(default="14d", description="event logs older than this are deleted")
+    retention: Duration = Field(default="14d", description="event logs older than this are deleted")
     alerts: AlertRules = Field(default_factory=AlertRules)
-
-    @field_validator("retention")
-    @classmethod
-    def _valid_retention(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
 
 class SmtpSpec(StrictModel):
@@ -419,18 +422,12 @@ class NotifySpec(StrictModel):
 
     webhook: SecretStr | None = Field(default=None, description="URL to POST events to (a secret)")
     smtp: SmtpSpec | None = None
-    timeout: str = Field(default="5s", description="the longest wait for one delivery")
+    timeout: Duration = Field(default="5s", description="the longest wait for one delivery")
     retries: int = Field(default=3, ge=0, description="further attempts of a failed delivery")
     events: tuple[NotifyEvent, ...] = Field(
         default=("failure", "restart", "gave_up", "alert", "schema_change"),
         description="what is notified",
     )
-
-    @field_validator("timeout")
-    @classmethod
-    def _valid_timeout(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
 
 class SupervisorSpec(StrictModel):
@@ -439,14 +436,8 @@ class SupervisorSpec(StrictModel):
     then the run stops and exits non-zero. A batch that completes resets the count."""
 
     max_retries: int = Field(default=3, ge=0, description="restarts in a row before giving up")
-    backoff: str = Field(default="2s", description="the wait before the first restart")
-    max_backoff: str = Field(default="1m", description="the longest wait between restarts")
-
-    @field_validator("backoff", "max_backoff")
-    @classmethod
-    def _valid_backoff(cls, value: str) -> str:
-        parse_duration(value)
-        return value
+    backoff: Duration = Field(default="2s", description="the wait before the first restart")
+    max_backoff: Duration = Field(default="1m", description="the longest wait between restarts")
 
 
 class EventTimeSpec(StrictModel):
@@ -461,17 +452,10 @@ class EventTimeSpec(StrictModel):
     """
 
     column: str | None = Field(default=None, description="the event-time column")
-    lateness: str | None = Field(default=None, description="watermark delay, e.g. 10 minutes")
-    window: str | None = Field(default=None, description="window size, e.g. 1 hour")
-    slide: str | None = Field(default=None, description="step of sliding windows")
-    gap: str | None = Field(default=None, description="inactivity that closes a session")
-
-    @field_validator("lateness", "window", "slide", "gap")
-    @classmethod
-    def _valid_duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
+    lateness: Duration | None = Field(default=None, description="watermark delay, e.g. 10 minutes")
+    window: Duration | None = Field(default=None, description="window size, e.g. 1 hour")
+    slide: Duration | None = Field(default=None, description="step of sliding windows")
+    gap: Duration | None = Field(default=None, description="inactivity that closes a session")
 
 
 ExpectAction = Literal["warn", "drop", "quarantine", "fail"]
@@ -516,24 +500,12 @@ class FlowSpec(StrictModel):
         default_factory=dict,
         description="the flow's further streaming inputs (stream-stream joins): input -> source",
     )
-    trigger: str | None = Field(default=None, description="overrides the pipeline trigger")
-    schedule: str | None = Field(
+    trigger: TriggerText | None = Field(default=None, description="overrides the pipeline trigger")
+    schedule: Cron | None = Field(
         default=None,
         description='cron (UTC): this flow\'s own catch-up schedule, e.g. "0 * * * *"',
     )
     enabled: bool = Field(default=True, description="false: the flow does not run")
-
-    @field_validator("trigger")
-    @classmethod
-    def _valid_trigger(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_trigger(value)
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _valid_schedule(cls, value: str | None) -> str | None:
-        return None if value is None else check_schedule(value)
 
     @model_validator(mode="after")
     def _one_kind_of_code(self) -> FlowSpec:
@@ -572,10 +544,10 @@ class PipelineSpec(StrictModel):
         default=DEFAULT_STORAGE_ROOT,
         description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root)",
     )
-    trigger: str = Field(
+    trigger: TriggerText = Field(
         default="interval=10s", description="available-now | once | interval=<duration>"
     )
-    schedule: str | None = Field(
+    schedule: Cron | None = Field(
         default=None,
         description='cron (UTC): `run` stays up and runs a catch-up at each time, e.g. "0 2 * * *"',
     )
@@ -584,10 +556,10 @@ class PipelineSpec(StrictModel):
     # batch still costs planning and log writes that the flow's own batches wait for.
     # At interval=0s (as fast as possible: one batch per arrival, as the tests drive a
     # flow) they follow the flow.
-    side_interval: str = Field(
+    side_interval: Duration = Field(
         default="5s", description="the slowest interval of quarantine and late-events queries"
     )
-    graceful_stop_timeout: str = Field(
+    graceful_stop_timeout: Duration = Field(
         default="60s", description="how long SIGTERM waits for the current batch"
     )
     spark: SparkSpec = Field(default_factory=SparkSpec)
@@ -619,23 +591,6 @@ class PipelineSpec(StrictModel):
     def origin_of(self, at: Sequence[str]) -> str:
         """The file or ``--set`` the key at path ``at`` came from."""
         return key_origin(tuple(at), self._origins) or f"the default spec of app {self.app!r}"
-
-    @field_validator("trigger")
-    @classmethod
-    def _valid_trigger(cls, value: str) -> str:
-        parse_trigger(value)
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _valid_schedule(cls, value: str | None) -> str | None:
-        return None if value is None else check_schedule(value)
-
-    @field_validator("graceful_stop_timeout", "side_interval")
-    @classmethod
-    def _valid_timeout(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.errors import StreamingQueryException
+from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import parse_duration
+from streamsmith.errors import UserError
 from streamsmith.io.admission import FileLimits
 from streamsmith.io.decoding import damaged_gzip
 from streamsmith.monitor.lag import FileSourceProbe
@@ -136,7 +137,9 @@ class Supervisor:
         return {slot.output.spark_name: slot.state for slot in self.slots}
 
     def start_all(self) -> None:
-        """Start every query; if one cannot start, stop those already started."""
+        """Start every query. A flow whose sink or source cannot be reached yet (its
+        database or broker still down) is restarted with backoff, as a failed query is;
+        a mistake of the user's stops those already started and is raised."""
         check_user_flows(self.spark, self.plan)
         try:
             for flow in self.plan.flows:
@@ -146,7 +149,15 @@ class Supervisor:
                 if limits is not None:
                     backlog = self.probes[flow.outputs[0].spark_name].backlog().files
                     self.files_limit[flow.name] = limits.choose(backlog, None)
-                self._start_flow(flow)
+                try:
+                    self._start_flow(flow)
+                except (UserError, AnalysisException):
+                    raise
+                except Exception as exc:  # retried like any failure, within max_retries
+                    log.warning("starting %s failed", flow.name, exc_info=True)
+                    for slot in self.slots:
+                        if slot.flow is flow:
+                            self._failed(slot, f"start failed: {_message(exc)}")
         except BaseException:
             stop_gracefully(_running(self.slots), 0)
             raise

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.io.kafka.columns import (
@@ -107,7 +108,8 @@ def _columns_used(spark: SparkSession, frame: DataFrame, ddl: str) -> str | None
         nodes = json.loads(optimized.toJSON())
         outputs = _ids(optimized.output())
         references = _references(optimized)
-    except (Py4JError, ValueError) as exc:  # the plan cannot be read: prune nothing
+    # Spark's own errors come converted (PySparkException), others as py4j's.
+    except (Py4JError, PySparkException, ValueError) as exc:  # unreadable: prune nothing
         log.info("reading every Kafka column: the query's plan cannot be read (%s)", exc)
         return None
     try:

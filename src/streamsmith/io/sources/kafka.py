@@ -130,10 +130,26 @@ def read_kafka(
     )
     if "json" not in frame.columns:
         return with_lineage
-    fields = frame.schema["json"].dataType.fieldNames()  # type: ignore[attr-defined]
-    if set(fields) & set(with_lineage.columns):
-        return with_lineage  # a field named like a Kafka column: transforms use json.<field>
-    return with_lineage.select("*", *(F.col("json")[name].alias(name) for name in fields))
+    fields = frame.schema["json"].dataType.fields  # type: ignore[attr-defined]
+    if {field.name for field in fields} & set(with_lineage.columns):
+        # A field named like a Kafka column: transforms use json.<field>.
+        return with_lineage.drop(_READ_JSON)
+    flat = [_decoded_field(frame, field) for field in fields]
+    return with_lineage.select("*", *flat).drop(_READ_JSON)
+
+
+# A pruned read's own ``json`` struct, beside the whole-shaped one, while fields are
+# taken from it: taken from the rebuilt struct, Spark would build that for every row.
+_READ_JSON = "_streamsmith_json_read"
+
+
+def _decoded_field(frame: DataFrame, field: StructField) -> Column:
+    """A field of the decoded value as a top-level column (a typed null if a pruned
+    read left it out)."""
+    if _READ_JSON not in frame.columns:
+        return F.col("json")[field.name].alias(field.name)
+    kept = set(frame.schema[_READ_JSON].dataType.fieldNames())  # type: ignore[attr-defined]
+    return _or_null(field, kept, F.col(_READ_JSON)[field.name])
 
 
 def _whole_shape(frame: DataFrame, options: Mapping[str, ConfValue], *, decoded: bool) -> DataFrame:
@@ -153,7 +169,7 @@ def _whole_shape(frame: DataFrame, options: Mapping[str, ConfValue], *, decoded:
         kept = set(frame.schema["json"].dataType.fieldNames())  # type: ignore[attr-defined]
         fields = [_or_null(field, kept, F.col("json")[field.name]) for field in whole.fields]
         value = F.when(F.col("json").isNotNull(), F.struct(*fields))
-        columns += [value.alias("json"), F.col("json_error")]
+        columns += [value.alias("json"), F.col("json_error"), F.col("json").alias(_READ_JSON)]
     return frame.select(*columns)
 
 

@@ -51,11 +51,15 @@ SHAPES = {  # name: (schema, raw value kept)
         f"value binary, topic string, partition int, offset long, {FIELDS}, json_error string",
         False),
     "the 3 fields YSB reads": ("ad_id string, event_type string, event_time timestamp", True),
+    "pruned source, YSB's main query": (
+        "json struct<ad_id string, event_type string, event_time timestamp>, json_error string",
+        True),
 }  # fmt: skip
 
 
-def _batch(names: list[str], raw: bool) -> pa.RecordBatch:
-    """``CHUNK`` copies of the YSB record in the columns ``names``."""
+def _batch(names: list[str], raw: bool, decoded: list[str]) -> pa.RecordBatch:
+    """``CHUNK`` copies of the YSB record in the columns ``names``, the ``json`` struct
+    holding the fields ``decoded``."""
     stamp = pa.array([1_700_000_000_000_000] * CHUNK, pa.timestamp("us", tz="UTC"))
     fields = {
         name: stamp if name == "event_time" else pa.array([value] * CHUNK)
@@ -70,7 +74,7 @@ def _batch(names: list[str], raw: bool) -> pa.RecordBatch:
         "offset": pa.array(range(CHUNK), pa.int64()),
         "timestamp": stamp,
         "timestampType": pa.array([0] * CHUNK, pa.int32()),
-        "json": pa.StructArray.from_arrays(list(fields.values()), names=list(fields)),
+        "json": pa.StructArray.from_arrays([fields[name] for name in decoded], names=decoded),
         "json_error": pa.nulls(CHUNK, pa.string()),
         **fields,
     }
@@ -85,8 +89,8 @@ class _Task(InputPartition):
 class _Reader(DataSourceStreamReader):
     """One micro-batch of ``rows`` rows in ``TASKS`` tasks, then nothing."""
 
-    def __init__(self, names: list[str], raw: bool, rows: int) -> None:
-        self.names, self.raw, self.rows = names, raw, rows
+    def __init__(self, names: list[str], raw: bool, rows: int, decoded: list[str]) -> None:
+        self.names, self.raw, self.rows, self.decoded = names, raw, rows, decoded
 
     def initialOffset(self) -> dict[str, int]:
         return {"batch": 0}
@@ -99,7 +103,7 @@ class _Reader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Task)
-        batch = _batch(self.names, self.raw)
+        batch = _batch(self.names, self.raw, self.decoded)
         for _ in range(partition.batches):
             yield batch
 
@@ -117,7 +121,8 @@ class _Shapes(DataSource):
 
     def streamReader(self, schema):  # type: ignore[no-untyped-def]
         raw = SHAPES[self.options["shape"]][1]
-        return _Reader(schema.fieldNames(), raw, int(self.options["rows"]))
+        decoded = schema["json"].dataType.fieldNames() if "json" in schema.fieldNames() else []
+        return _Reader(schema.fieldNames(), raw, int(self.options["rows"]), decoded)
 
 
 def _add_batch_seconds(spark: SparkSession, shape: str, rows: int) -> float:

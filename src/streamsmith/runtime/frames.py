@@ -8,7 +8,8 @@ the edge: transforms never ask whether their input is a stream.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +49,24 @@ class FlowFrames:
     output: DataFrame
     tagged: DataFrame | None
     expectations: tuple[Expectation, ...] = ()
+    tables: Mapping[str, DataFrame] = field(default_factory=dict)  # the lookups read
 
 
-def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: bool) -> FlowFrames:
-    """The flow's transformed frames over its source (and lookup tables), streaming or batch."""
+def flow_frames(
+    spark: SparkSession,
+    flow: FlowPlan,
+    root: Path,
+    *,
+    streaming: bool,
+    tables: Mapping[str, DataFrame] | None = None,
+) -> FlowFrames:
+    """The flow's transformed frames over its source (and lookup tables, unless
+    ``tables`` holds them already read), streaming or batch."""
     definition = flow.definition
     source = flow.input.read(spark, definition.record_schema, streaming=streaming)
-    inputs: dict[str, Any] = {
-        name: read_table(spark, table_path(root, name)) for name in definition.lookups
-    }
+    if tables is None:
+        tables = {name: read_table(spark, table_path(root, name)) for name in definition.lookups}
+    inputs: dict[str, Any] = dict(tables)
     if definition.models:
         inputs["models"] = {name: str(model_path(root, name)) for name in definition.models}
     if not streaming:
@@ -68,7 +78,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     if definition.prepare is None:
         output = _transformed(definition, source, inputs)
         if not expectations:
-            return FlowFrames(output, None)
+            return FlowFrames(output, None, tables=tables)
         check_expectations(output, expectations)
         if REJECT_REASON not in output.columns:  # nothing is rejected before the rules
             output = output.withColumn(REJECT_REASON, F.lit(None).cast("string"))
@@ -77,6 +87,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
             enforced(accepted(main), expectations),
             quarantine_failures(output, expectations),
             expectations,
+            tables,
         )
     prepare = (
         with_current_schema(definition.prepare, flow.schema_store)
@@ -101,7 +112,7 @@ def flow_frames(spark: SparkSession, flow: FlowPlan, root: Path, *, streaming: b
     else:
         fitting = _accepted(main)
     events = enforced(fitting, expectations)
-    return FlowFrames(_transformed(definition, events, inputs), tagged, expectations)
+    return FlowFrames(_transformed(definition, events, inputs), tagged, expectations, tables)
 
 
 def _transformed(

@@ -17,8 +17,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from streamsmith.errors import UserError
 from streamsmith.io.sinks.base import QueryArgs
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
-from streamsmith.runtime.frames import flow_frames, query_frame
+from streamsmith.runtime.frames import flow_frames
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.pruning import pruned_query_frame
 from streamsmith.transforms.expectations import ExpectationError
 
 Started = list[tuple[Output, StreamingQuery]]
@@ -43,12 +44,13 @@ def start_flow(
     spark: SparkSession, plan: Plan, flow: FlowPlan, outputs: Sequence[Output] | None = None
 ) -> Started:
     """Start the queries of ``flow`` (or of those of its ``outputs`` given) over one read
-    of its source; if one cannot start, stop those already started."""
+    of its source (or, from Kafka, each over a read of the columns it uses:
+    ``streamsmith.runtime.pruning``); if one cannot start, stop those already started."""
     frames = flow_frames(spark, flow, plan.root, streaming=True)
     started: Started = []
     try:
         for output in flow.outputs if outputs is None else outputs:
-            frame = query_frame(spark, flow, output, plan.root, frames)
+            frame = pruned_query_frame(spark, flow, output, plan.root, frames)
             started.append((output, start_output(spark, frame, output, flow)))
     except BaseException:
         for _, query in started:

@@ -150,6 +150,15 @@ SOURCE_OPTIONS = (
         "The DDL of the JSON values (`valueFormat=json`), e.g. `id STRING, n INT, at TIMESTAMP`.",
     ),
     KafkaOption(
+        "columns",
+        "every column",
+        "The columns to hand Spark, comma-separated: Kafka columns, `json_error`, and "
+        "`json.<field>` for decoded fields (the `json` struct then holds only those). Every "
+        "value is still decoded whole, so a mistyped field no query reads is still a "
+        "`json_error`. streamsmith's runtime sets it to what each query reads (Spark gives "
+        "Python sources no column pruning, and copies every column of every row).",
+    ),
+    KafkaOption(
         "rangeCache",
         "",
         "Queries of a group named here read each offset range from the broker once, through a "

@@ -64,6 +64,7 @@ from streamsmith.io.kafka.client import (
     Subscription,
     consumer_config,
 )
+from streamsmith.io.kafka.columns import Columns, ColumnsError, parse_columns, pruned_batch
 from streamsmith.io.kafka.json_values import decode_json_values, unsupported_fields
 from streamsmith.io.kafka.offsets import (
     OffsetRange,
@@ -86,6 +87,7 @@ from streamsmith.io.kafka.range_cache import (
     RangeCache,
 )
 from streamsmith.io.kafka.sink import KafkaBatchWriter, KafkaStreamWriter, parse_sink_options
+from streamsmith.schemas.ddl import DDLError, parse_schema
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +145,7 @@ class KafkaSourceOptions:
     batch_rows: int = 10_000
     value_schema: str | None = None
     json_type: pa.StructType | None = None
+    columns: Columns | None = None  # a pruned read: what it yields (None: everything)
     range_cache: RangeCache | None = None  # streams only: ranges shared by a flow's queries
 
     @property
@@ -199,6 +202,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> KafkaSource
         poll_timeout_s=(_positive(opts, "polltimeoutms") or 120_000) / 1000,
         batch_rows=_positive(opts, "arrowbatchrows") or 10_000,
         value_schema=_value_schema(opts),
+        columns=_columns(opts),
         range_cache=_range_cache(opts) if streaming else None,
     )
 
@@ -262,24 +266,59 @@ def _value_schema(opts: Mapping[str, str]) -> str | None:
     return ddl
 
 
+def _columns(opts: Mapping[str, str]) -> Columns | None:
+    """The columns a pruned read yields (``columns``; see ``streamsmith.io.kafka.columns``)."""
+    if "columns" not in opts:
+        return None
+    value_schema = _value_schema(opts)
+    fields = None if value_schema is None else _value_struct(value_schema).fieldNames()
+    try:
+        return parse_columns(
+            opts["columns"], fields, headers=_boolean(opts, "includeheaders", False)
+        )
+    except ColumnsError as exc:
+        raise KafkaOptionError(str(exc)) from None
+
+
+def _value_struct(ddl: str) -> StructType:
+    """``valueSchema`` parsed here, for a pruned read (Spark parses it otherwise)."""
+    try:
+        return parse_schema(ddl)
+    except DDLError as exc:
+        raise KafkaOptionError(f"option columns needs a valueSchema read here: {exc}") from None
+
+
 def source_schema(options: Mapping[str, str]) -> StructType | str:
     """The output schema: Spark's Kafka columns, plus ``json`` and ``json_error`` when
-    values are decoded at the source (a DDL string, since Spark parses it)."""
+    values are decoded at the source (a DDL string, since Spark parses it); with
+    ``columns``, only those."""
     opts = {key.lower(): str(value) for key, value in options.items()}
     include = opts.get("includeheaders", "false").lower() == "true"
     base = KAFKA_SCHEMA_WITH_HEADERS if include else KAFKA_SCHEMA
     value_schema = _value_schema(opts)
+    columns = _columns(opts)
+    if columns is not None:
+        kept = [field for field in base.fields if field.name in columns.kafka]
+        if value_schema is None or columns.fields is None:
+            return StructType(kept)
+        decoded = _value_struct(value_schema)
+        pruned = StructType([decoded[name] for name in columns.fields])
+        extra = [StructField("json", pruned), StructField("json_error", StringType())]
+        return StructType([*kept, *extra])
     if value_schema is None:
         return base
-    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in base.fields)
-    return f"{columns}, json struct<{value_schema}>, json_error string"
+    kafka = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in base.fields)
+    return f"{kafka}, json struct<{value_schema}>, json_error string"
 
 
 def with_json_type(options: KafkaSourceOptions, schema: StructType) -> KafkaSourceOptions:
     """Attach the Arrow type of the resolved ``json`` column (Spark has parsed the DDL)."""
     if options.value_schema is None:
         return options
-    arrow = to_arrow_type(schema["json"].dataType, timezone="UTC")
+    # A pruned read decodes every field still (a mistyped one is an error), so the whole
+    # value schema, not the pruned ``json`` column Spark was told of.
+    whole = _value_struct(options.value_schema) if options.columns else schema["json"].dataType
+    arrow = to_arrow_type(whole, timezone="UTC")
     unsupported = unsupported_fields(arrow)
     if unsupported:
         raise KafkaOptionError(
@@ -459,6 +498,17 @@ def to_record_batch(
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+def _yielded(
+    options: KafkaSourceOptions, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` cut to the read's ``columns``: after the range cache, which keeps whole
+    batches for every query of the group, whatever each reads."""
+    if options.columns is None:
+        return batches
+    columns = options.columns
+    return (pruned_batch(batch, columns) for batch in batches)
+
+
 # ---------------------------------------------------------------------------------------
 # Planning on the driver
 
@@ -578,7 +628,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
         for offset_range in partition.ranges:
-            yield from self._read_range(offset_range)
+            yield from _yielded(self.options, self._read_range(offset_range))
 
     def _read_range(self, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
         cache = self.options.range_cache
@@ -627,7 +677,7 @@ class KafkaBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
         for offset_range in partition.ranges:
-            yield from read_range(self.options, offset_range)
+            yield from _yielded(self.options, read_range(self.options, offset_range))
 
 
 class KafkaDataSource(DataSource):

@@ -8,9 +8,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from streamsmith import jvm
 from streamsmith.config import ConfValue, SourceSpec
@@ -116,6 +116,8 @@ def read_kafka(
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     frame = reader.load()
+    if "columns" in keys:
+        frame = _whole_shape(frame, options, decoded=decoded)
     error = F.col("json_error") if "json_error" in frame.columns else F.lit(None).cast("string")
     with_lineage = frame.select(
         "*",
@@ -128,10 +130,54 @@ def read_kafka(
     )
     if "json" not in frame.columns:
         return with_lineage
-    fields = frame.schema["json"].dataType.fieldNames()  # type: ignore[attr-defined]
-    if set(fields) & set(with_lineage.columns):
-        return with_lineage  # a field named like a Kafka column: transforms use json.<field>
-    return with_lineage.select("*", *(F.col("json")[name].alias(name) for name in fields))
+    fields = frame.schema["json"].dataType.fields  # type: ignore[attr-defined]
+    if {field.name for field in fields} & set(with_lineage.columns):
+        # A field named like a Kafka column: transforms use json.<field>.
+        return with_lineage.drop(_READ_JSON)
+    flat = [_decoded_field(frame, field) for field in fields]
+    return with_lineage.select("*", *flat).drop(_READ_JSON)
+
+
+# A pruned read's own ``json`` struct, beside the whole-shaped one, while fields are
+# taken from it: taken from the rebuilt struct, Spark would build that for every row.
+_READ_JSON = "_streamsmith_json_read"
+
+
+def _decoded_field(frame: DataFrame, field: StructField) -> Column:
+    """A field of the decoded value as a top-level column (a typed null if a pruned
+    read left it out)."""
+    if _READ_JSON not in frame.columns:
+        return F.col("json")[field.name].alias(field.name)
+    kept = set(frame.schema[_READ_JSON].dataType.fieldNames())  # type: ignore[attr-defined]
+    return _or_null(field, kept, F.col(_READ_JSON)[field.name])
+
+
+def _whole_shape(frame: DataFrame, options: Mapping[str, ConfValue], *, decoded: bool) -> DataFrame:
+    """A pruned read (option ``columns``) in the shape of a whole one: the columns it
+    does not yield are nulls of their type, so the flow's code sees the frame it always
+    does (the runtime prunes only what no query reads)."""
+    from streamsmith.io.kafka.source import KAFKA_SCHEMA_WITH_HEADERS  # PyArrow: on use
+    from streamsmith.schemas.ddl import parse_schema
+
+    keys = {key.lower(): key for key in options}
+    headers = str(options.get(keys.get("includeheaders", ""), "false")).lower() == "true"
+    present = set(frame.columns)
+    kafka = [f for f in KAFKA_SCHEMA_WITH_HEADERS.fields if headers or f.name != "headers"]
+    columns = [_or_null(field, present) for field in kafka]
+    if decoded:
+        whole = parse_schema(str(options[keys["valueschema"]]))
+        kept = set(frame.schema["json"].dataType.fieldNames())  # type: ignore[attr-defined]
+        fields = [_or_null(field, kept, F.col("json")[field.name]) for field in whole.fields]
+        value = F.when(F.col("json").isNotNull(), F.struct(*fields))
+        columns += [value.alias("json"), F.col("json_error"), F.col("json").alias(_READ_JSON)]
+    return frame.select(*columns)
+
+
+def _or_null(field: StructField, present: set[str], column: Column | None = None) -> Column:
+    """``field``'s column (``column``, else by name) if ``present``, else a typed null."""
+    if field.name not in present:
+        return F.lit(None).cast(field.dataType).alias(field.name)
+    return (F.col(field.name) if column is None else column).alias(field.name)
 
 
 def kafka_sample(options: Mapping[str, ConfValue], limit: int) -> InputSample:

@@ -87,6 +87,7 @@ PROFILES = {
 
 CUT_GZIP = "gzip file cut short"
 FLOWS = ("files_events", "kafka_events", "kafka_counts")
+RECOVERY_S = 240.0  # the longest a flow may take to commit again after a fault
 # Malformed records, by kind: (file line, Kafka value); None where a kind has no form
 # on that path. Each reaches the quarantine with a reason.
 MALFORMED: dict[str, tuple[bytes | None, bytes | None]] = {
@@ -145,6 +146,9 @@ class Fault:
     kind: str
     mid_batch: bool = False
     landed_mid_batch: bool | None = None
+    started: float = 0.0  # when the fault was applied: epoch seconds
+    ended: float = 0.0  # when the fault ended (the kill, the outage's end): epoch seconds
+    interrupted: list[str] = field(default_factory=list)  # flows the next fault met first
     # Per flow: seconds from the kill (or the outage's end) to its first batch committed.
     recovered_s: dict[str, float | None] = field(default_factory=dict)
 
@@ -397,6 +401,7 @@ def run_chaos(profile: Profile, seed: int, home: Path, outage_s: float) -> dict[
             pipeline.start("--trigger", "available-now")  # drain what is left
             assert pipeline.process is not None
             drained = pipeline.process.wait(timeout=900)
+            recovery_times(home, faults, time.time())
             verdict = judge(home, feeder.truth, dsn, faults, drained)
         finally:
             pipeline.kill()
@@ -419,7 +424,8 @@ def apply(
     home: Path,
     outage_s: float,
 ) -> EmbeddedBroker:
-    """Apply one fault; time how long until the pipeline commits a batch again."""
+    """Apply one fault, then wait until the pipeline commits a batch again."""
+    fault.started = time.time()
     if fault.kind == "kill":
         if fault.mid_batch:
             deadline = time.monotonic() + 60
@@ -453,15 +459,33 @@ def apply(
         stop_postgres(pg_home, "fast")
         time.sleep(outage_s)
         start_postgres(pg_home, server.port)
-    before, since = commits(home), time.monotonic()
-    deadline = since + 240
-    fault.recovered_s = dict.fromkeys(FLOWS)
-    while None in fault.recovered_s.values() and time.monotonic() < deadline:
-        for flow, count in commits(home).items():
-            if fault.recovered_s[flow] is None and count > before[flow]:
-                fault.recovered_s[flow] = round(time.monotonic() - since, 1)
+    # Paced by the first flow back; each flow's own recovery is read from its commit log
+    # at the end (recovery_times), so a slow flow does not hold the schedule up.
+    fault.ended = time.time()
+    before, deadline = sum(commits(home).values()), time.monotonic() + RECOVERY_S
+    while sum(commits(home).values()) <= before and time.monotonic() < deadline:
         time.sleep(0.2)
     return broker
+
+
+def recovery_times(home: Path, faults: list[Fault], run_end: float) -> None:
+    """Each fault's recovery per flow: from its end to the flow's first batch committed
+    after it (the commit files' times). The faults are paced by the first flow back, so
+    a slower flow may meet the next fault first: that recovery is ``interrupted`` (the
+    next one counts it), not slow; a flow with no commit within RECOVERY_S of a fault it
+    had time for did not recover."""
+    for number, fault in enumerate(faults):
+        window_end = faults[number + 1].started if number + 1 < len(faults) else run_end
+        for flow in FLOWS:
+            folder = home / "data/checkpoints/chaos" / flow / "commits"
+            times = [p.stat().st_mtime for p in folder.iterdir() if p.name.isdigit()]
+            first = min((t for t in times if t > fault.ended), default=None)
+            if first is not None and first <= min(window_end, fault.ended + RECOVERY_S):
+                fault.recovered_s[flow] = round(first - fault.ended, 1)
+            elif window_end - fault.ended < RECOVERY_S:
+                fault.interrupted.append(flow)
+            else:
+                fault.recovered_s[flow] = None
 
 
 def _sleep_until(started: float, at_s: float) -> None:
@@ -516,6 +540,7 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
         "faults": [asdict(f) for f in faults],
         "kills_mid_batch": sum(1 for f in faults if f.kind == "kill" and f.landed_mid_batch),
         "recovery_s": {flow: _spread([f.recovered_s.get(flow) for f in faults]) for flow in FLOWS},
+        "interrupted": {flow: sum(flow in f.interrupted for f in faults) for flow in FLOWS},
         "unrecovered": [f"{f.kind}@{f.at_s:g}s: {flow}" for f in faults
                         for flow, took in f.recovered_s.items() if took is None],
         "restarts_in_event_log": sum(1 for e in events if e["event"] == "restart"),

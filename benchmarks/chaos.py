@@ -26,6 +26,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -524,6 +525,8 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
                 1 for reason, raw in quarantined if not reason or raw is None
             ),
             "reconciles": len(sent) + malformed == len(ids) + len(quarantined),
+            "sent_by_kind": {k: n for (p, k), n in sorted(truth.malformed.items()) if p == path},
+            "quarantined_by_reason": dict(Counter(str(reason)[:60] for reason, _ in quarantined)),
         }  # fmt: skip
     with psycopg.connect(dsn) as conn:
         stored = {
@@ -586,9 +589,13 @@ def main() -> None:
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         verdict = run_chaos(PROFILES[args.profile], args.seed, args.keep, args.outage)
-    else:
-        with tempfile.TemporaryDirectory(prefix="streamsmith-chaos-") as tmp:
-            verdict = run_chaos(PROFILES[args.profile], args.seed, Path(tmp), args.outage)
+    else:  # removed when the verdict is ok; kept, and named, for a look when it is not
+        home = Path(tempfile.mkdtemp(prefix="streamsmith-chaos-"))
+        verdict = run_chaos(PROFILES[args.profile], args.seed, home, args.outage)
+        if verdict["ok"]:
+            shutil.rmtree(home, ignore_errors=True)
+        else:
+            print(f"the run's folder is kept for a look: {home}", file=sys.stderr)
     text = json.dumps(verdict, indent=2, default=str)
     print(text)
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from streamsmith.runtime.checkpoint_files import read_checkpoint
+from streamsmith.runtime.checkpoint_files import clear_interrupted_writes, read_checkpoint
 
 
 def write(path: Path, text: str) -> None:
@@ -50,3 +50,23 @@ def test_a_transform_with_state_checkpoint_names_its_variables_and_rows(tmp_path
         1, "(no state metadata)", 2, None
     )  # fmt: skip
     assert not read_checkpoint("app.new", tmp_path / "none").exists
+
+
+def test_only_the_leftovers_of_interrupted_writes_are_cleared(tmp_path: Path) -> None:
+    kept = ["0", ".0.crc", "1", ".1.crc"]
+    leftovers = [
+        ".2.0b7f5e2a-9c1d-4e8f-a3b2-6d5c4e3f2a1b.tmp",
+        "..2.0b7f5e2a-9c1d-4e8f-a3b2-6d5c4e3f2a1b.tmp.crc",
+    ]
+    for folder in ("offsets", "commits"):
+        (tmp_path / folder).mkdir()
+        for name in kept + leftovers:
+            (tmp_path / folder / name).write_text("v1\n")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / leftovers[0]).write_text("not ours to judge")
+    removed = clear_interrupted_writes(tmp_path)
+    assert sorted(path.name for path in removed) == sorted(leftovers * 2)
+    for folder in ("offsets", "commits"):
+        assert sorted(path.name for path in (tmp_path / folder).iterdir()) == sorted(kept)
+    assert (tmp_path / "state" / leftovers[0]).exists()
+    assert clear_interrupted_writes(tmp_path / "missing") == []

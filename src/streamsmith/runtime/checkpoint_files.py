@@ -12,12 +12,16 @@ per operator), and the rows themselves from Spark's ``statestore`` reader
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamsmith.errors import UserError
+
+# Hadoop's atomic rename writes ``.<name>.<uuid>.tmp`` and its checksum ``..<name>...crc``
+_INTERRUPTED_WRITE = re.compile(r"\.\.?\d+\.[0-9a-f-]{36}\.tmp(\.crc)?")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -163,6 +167,22 @@ def state_samples(
             found = state.limit(rows).collect()
             samples[(operator.operator_id, part)] = [row.asDict(recursive=True) for row in found]
     return samples
+
+
+def clear_interrupted_writes(checkpoint: Path) -> list[Path]:
+    """Remove what a process killed inside one of Spark's atomic log writes left in a
+    query's ``offsets`` and ``commits``: a hidden ``.<batch>.<uuid>.tmp`` file (and its
+    ``.crc``). Spark never reads one back, but before the first batch it wants those
+    folders empty and refuses the checkpoint on every start (Spark 4's
+    ``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Call only while no query runs on
+    ``checkpoint``; returns the files removed."""
+    removed = []
+    for folder in ("offsets", "commits"):
+        for leftover in (checkpoint / folder).glob(".*.tmp*"):
+            if _INTERRUPTED_WRITE.fullmatch(leftover.name):
+                leftover.unlink(missing_ok=True)
+                removed.append(leftover)
+    return removed
 
 
 def _numbered(folder: Path) -> list[Path]:

@@ -7,6 +7,7 @@ prefix-integrity harness and tests through :func:`start_queries`; both call
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
@@ -16,11 +17,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.errors import UserError
 from streamsmith.io.sinks.base import QueryArgs
+from streamsmith.runtime.checkpoint_files import clear_interrupted_writes
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.frames import flow_frames
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.pruning import pruned_query_frame
 from streamsmith.transforms.expectations import ExpectationError
+
+log = logging.getLogger(__name__)
 
 Started = list[tuple[Output, StreamingQuery]]
 
@@ -31,6 +35,12 @@ def start_output(
     """Start the streaming query of one output of ``flow``, writing ``frame``; record
     the fingerprint ``check-upgrade`` compares the next version of the code with."""
     print_ = fingerprint(frame, output, flow)
+    for leftover in clear_interrupted_writes(output.checkpoint):
+        log.warning(
+            "%s: removed %s, left by a write a stopped process never finished",
+            output.query_name,
+            leftover.relative_to(output.checkpoint),
+        )
     query = output.sink.start(
         spark,
         frame,

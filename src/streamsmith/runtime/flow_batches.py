@@ -231,12 +231,23 @@ class Facts:
 class FlowFacts:
     """The observed metrics of the main query ``query_name``'s batches, from its progress
     in this process (Spark keeps a query's last 100 progress reports; this keeps what it
-    saw of them)."""
+    saw of them).
+
+    A report is trusted only when its batch read input (``numInputRows`` > 0). Spark's
+    file sink skips a batch it already committed before a crash (the process died
+    between the sink's log and the query's commit log) without running its plan, and
+    still reports the observed metrics, as zeros: a side query that believed them would
+    skip input holding rejects or late events (found by the chaos run). An idle query's
+    report (no input, no metrics) names the next batch, which has not run yet, so a later
+    report of that batch replaces it.
+    """
 
     spark: SparkSession
     query_name: str
     wait_s: float = 600.0
-    _seen: dict[int, Facts | None] = field(default_factory=dict)
+    _seen: dict[int, Facts | None] = field(default_factory=dict)  # None: not known
+    _idle: set[int] = field(default_factory=set)  # named only by idle reports so far
+    _last_report: tuple[int, str] | None = None
 
     def of(self, batches: Sequence[int]) -> dict[int, Facts] | None:
         """Facts of every batch in ``batches``; None when one is unknown. Waits (up to
@@ -252,17 +263,19 @@ class FlowFacts:
         query = self._query()
         if query is not None:
             self._collect(query)
-        found = {batch: self._seen[batch] for batch in batches if batch in self._seen}
-        if len(found) == len(batches) and None not in found.values():
+        newest = max(self._seen, default=None)
+        waiting = [b for b in batches if b not in self._seen or (b in self._idle and b == newest)]
+        if not waiting:
+            found = {batch: self._seen[batch] for batch in batches}
+            if None in found.values():
+                log.debug("%s: no trusted report of batches %s", self.query_name, batches)
+                return False
             return {batch: facts for batch, facts in found.items() if facts is not None}
-        if None in found.values():
-            log.debug("%s: no observed metric in batches %s", self.query_name, batches)
-            return False
-        if query is None or self._passed(batches):
+        if query is None or self._passed(waiting):
             log.debug(
                 "%s: batches %s unknown (%s)",
                 self.query_name,
-                batches,
+                waiting,
                 "not running here" if query is None else "their report is gone",
             )
             return False
@@ -273,15 +286,24 @@ class FlowFacts:
 
     def _collect(self, query: StreamingQuery) -> None:
         last = query.lastProgress  # one report: the list costs tens of ms (JSON each)
-        if last is None or int(last.batchId) in self._seen:
-            return  # nothing new since the last look (reports come in batch order)
+        if last is None or (int(last.batchId), str(last.timestamp)) == self._last_report:
+            return  # nothing new since the last look
+        self._last_report = (int(last.batchId), str(last.timestamp))
         for progress in query.recentProgress:
             batch = int(progress.batchId)
-            if batch not in self._seen:
-                self._seen[batch] = _facts(progress.observedMetrics)
+            if batch in self._seen and batch not in self._idle:
+                continue
+            read_input = int(progress.numInputRows or 0) > 0
+            if not read_input and not progress.observedMetrics:
+                self._seen.setdefault(batch, None)
+                self._idle.add(batch)
+                continue
+            self._idle.discard(batch)
+            self._seen[batch] = _facts(progress.observedMetrics) if read_input else None
         if len(self._seen) > 10_000:
             for old in sorted(self._seen)[:5_000]:
                 del self._seen[old]
+                self._idle.discard(old)
 
     def _passed(self, batches: Sequence[int]) -> bool:
         """Whether a batch is older than any progress seen: its report is gone."""

@@ -26,6 +26,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -526,7 +527,7 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
             ),
             "reconciles": len(sent) + malformed == len(ids) + len(quarantined),
             "sent_by_kind": {k: n for (p, k), n in sorted(truth.malformed.items()) if p == path},
-            "quarantined_by_reason": dict(Counter(str(reason)[:60] for reason, _ in quarantined)),
+            "quarantined_by_reason": dict(Counter(_reason_kind(r) for r, _ in quarantined)),
         }  # fmt: skip
     with psycopg.connect(dsn) as conn:
         stored = {
@@ -560,6 +561,11 @@ def judge(home: Path, truth: Truth, dsn: str, faults: list[Fault], drained: int)
                 and p["quarantine_without_reason_or_raw"] == 0 for p in paths.values())
     )  # fmt: skip
     return verdict
+
+
+def _reason_kind(reason: object) -> str:
+    """A quarantine reason without its numbers (``after N bytes``), to count by kind."""
+    return re.sub(r"\d+", "N", str(reason))[:60]
 
 
 def _spread(seconds: list[float | None]) -> str:

@@ -9,8 +9,10 @@ reading a batch, the quarantine query finds the main query's batches that read t
 files or Kafka offsets and reads nothing when they rejected no row.
 
 When it cannot tell (the main query is not running in this process, ran that input
-before a restart, or has not reached it within the wait), it reads the batch as before:
-skipping is an optimisation, never a guess. The quarantine rows of a batch are written
+before a restart, has not reached it within the wait, or reported the batch without
+running it: Spark's file sink skips a batch it had committed before a crash and reports
+zeros, see ``FlowFacts``), it reads the batch as before: skipping is an optimisation,
+never a guess. The quarantine rows of a batch are written
 under names carrying the batch id and replaced when the batch is replayed, so the table
 stays exactly-once without Spark's file sink (which cannot skip a batch).
 """

@@ -6,8 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
+from pyspark.sql import Row
 
-from streamsmith.runtime.flow_batches import NEVER, Part, file_cover, kafka_cover, watermark_before
+from streamsmith.runtime.flow_batches import (
+    FLOW_METRIC,
+    IDLE,
+    NEVER,
+    Facts,
+    Part,
+    file_cover,
+    kafka_cover,
+    reported_facts,
+    watermark_before,
+)
 from streamsmith.runtime.source_logs import FileSourceLog
 from streamsmith.transforms.events import may_be_late
 
@@ -105,3 +116,14 @@ def test_may_be_late_is_the_rule_of_too_late(
     time_s: int, watermark_s: int, window: str | None, slide: str | None, late: bool
 ) -> None:
     assert may_be_late(time_s * 10**6, watermark_s * 10**6, window, slide) is late
+
+
+def test_a_report_is_trusted_only_for_a_batch_that_read_input() -> None:
+    metric = {FLOW_METRIC: Row(rows=2, oldest_us=1_000)}
+    assert reported_facts(500, metric) == Facts(rejected=2, oldest_us=1_000)
+    # A batch Spark's file sink skipped on restart: nothing read, the metric zeroed.
+    assert reported_facts(0, {FLOW_METRIC: Row(rows=0, oldest_us=None)}) is None
+    # An idle query's report names the next batch, which has not run yet.
+    assert reported_facts(0, {}) == IDLE
+    # A batch that read input but whose plan observed nothing: not known.
+    assert reported_facts(500, {}) is None

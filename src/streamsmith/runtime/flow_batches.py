@@ -20,7 +20,7 @@ before a restart), the side query reads its batch: skipping is never a guess.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -293,13 +293,13 @@ class FlowFacts:
             batch = int(progress.batchId)
             if batch in self._seen and batch not in self._idle:
                 continue
-            read_input = int(progress.numInputRows or 0) > 0
-            if not read_input and not progress.observedMetrics:
+            said = reported_facts(int(progress.numInputRows or 0), progress.observedMetrics)
+            if said == IDLE:
                 self._seen.setdefault(batch, None)
                 self._idle.add(batch)
                 continue
             self._idle.discard(batch)
-            self._seen[batch] = _facts(progress.observedMetrics) if read_input else None
+            self._seen[batch] = said
         if len(self._seen) > 10_000:
             for old in sorted(self._seen)[:5_000]:
                 del self._seen[old]
@@ -310,7 +310,21 @@ class FlowFacts:
         return bool(self._seen) and min(batches) < min(self._seen)
 
 
-def _facts(observed: dict[str, Any]) -> Facts | None:
+IDLE: Literal["idle"] = "idle"
+
+
+def reported_facts(input_rows: int, observed: Mapping[str, Any]) -> Facts | Literal["idle"] | None:
+    """What one progress report of the main query says of its batch: the batch's facts;
+    None when it does not say (no metric; or no input read, as when Spark's file sink
+    skips a batch it had committed before a crash and reports zeroed metrics); ``IDLE``
+    for an idle query's report (no input, no metrics), which names the next batch before
+    that batch runs."""
+    if input_rows > 0:
+        return _facts(observed)
+    return IDLE if not observed else None
+
+
+def _facts(observed: Mapping[str, Any]) -> Facts | None:
     row = observed.get(FLOW_METRIC)
     if row is None:
         return None

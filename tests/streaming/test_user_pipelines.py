@@ -148,3 +148,42 @@ def test_a_failing_expectation_stops_the_flow_naming_it_and_a_record(
     message = str(failed.value)
     assert message.startswith("query clicks.checked failed")
     assert 'expectation fast failed on record {"user":"u1","ts":"2026-11-25T10:03:00' in message
+
+
+def test_a_record_malformed_in_a_field_the_flow_does_not_read_is_quarantined_not_kept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark's JSON reader checks only the fields a query reads; the flow's table and its
+    quarantine must still agree on which records are malformed, so each is counted once."""
+    spec = {
+        "name": "users",
+        "storage_root": "data",
+        "sources": {"clicks": SPEC["sources"]["clicks"]},
+        "flows": {"users": {"source": "clicks", "sql": "SELECT user FROM clicks",
+                            "sink": {"table": "users"}}},
+    }  # fmt: skip
+    inbox = tmp_path / "data/input/clicks"
+    inbox.mkdir(parents=True)
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    lines = [
+        '{"user": "u1", "ts": "2026-11-25T10:00:00Z", "ms": 100}',
+        '{"user": "u2", "ts": "2026-11-25T10:00:01Z", "ms": "slow"}',
+        "not json",
+    ]
+    (inbox / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    app, loaded = load_pipeline(tmp_path / "streamsmith.yml")
+
+    run_pipeline(spark, build_plan(app, loaded, Trigger("available-now")))
+
+    root = tmp_path / "data"
+    assert table(spark, root, "users") == [("u1",)]
+    quarantine = read_table(spark, table_path(root, "users_quarantine")).collect()
+    assert sorted((row.reason, row.raw) for row in quarantine) == [
+        ("malformed JSON line", lines[2]),
+        ("malformed JSON line", lines[1]),
+    ]
+    # The quarantine wrote the rejects the flow's own pass carried: no second read.
+    progress = [r for r in read_events(root, "users") if r["event"] == "progress"]
+    assert sum(r["input_rows"] for r in progress if r["query"] == "users.users") == 3
+    assert [r["input_rows"] for r in progress if r["query"] == "users.users.quarantine"] == [0]
+    assert sum(r["quarantined"] or 0 for r in progress) == 2  # in 3 = out 1 + quarantined 2

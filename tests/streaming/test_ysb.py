@@ -25,7 +25,7 @@ from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import is_table, read_table, replace_static_table, table_path
 from streamsmith.monitor.eventlog import read_events
-from streamsmith.runtime.flow_batches import FLOW_METRIC
+from streamsmith.runtime.flow_batches import CARRY_CHARS, FLOW_METRIC
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
@@ -212,13 +212,19 @@ def read_rows(root: Path, query: str) -> list[int]:
     return [rows for _, rows in sorted(batches.items()) if rows]
 
 
+@pytest.mark.parametrize(
+    ("long_line", "read"),
+    [(0, [0, 0, 0, 0]), (CARRY_CHARS + 1, [0, 0, 0, 2])],
+    ids=["rejects-carried-by-the-flow", "a-reject-too-long-to-carry"],
+)
 def test_quarantine_query_reads_only_batches_the_flow_found_dirty(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, long_line: int, read: list[int]
 ) -> None:
     data = ysb_data(6_000, rate=200, chunks=3, seed=5, corrupt_fraction=0.0)
     files = write_ysb(data, tmp_path / "input/ysb")
     dirty = tmp_path / "input/ysb/ysb-late-arrival.json"
-    dirty.write_bytes(b'{"user_id": "u", "event_type": "vi\nnot json at all\n')
+    broken = "not json at all" + "!" * max(0, long_line - 15)
+    dirty.write_bytes(b'{"user_id": "u", "event_type": "vi\n' + broken.encode() + b"\n")
     newest = max(path.stat().st_mtime for path in files)
     os.utime(dirty, (newest + 10, newest + 10))  # read last
     replace_static_table(table_path(tmp_path, "ysb_campaigns"), data.campaigns, CAMPAIGNS_SCHEMA)
@@ -230,7 +236,7 @@ def test_quarantine_query_reads_only_batches_the_flow_found_dirty(
 
     quarantine = read_table(spark, table_path(tmp_path, "campaign_windows_quarantine"))
     assert sorted(r.raw for r in quarantine.collect()) == [
-        "not json at all",
+        broken,
         '{"user_id": "u", "event_type": "vi',
     ]
     assert lake_views(spark, tmp_path) == data.closed_views(DELAY)
@@ -239,8 +245,9 @@ def test_quarantine_query_reads_only_batches_the_flow_found_dirty(
         for record in read_events(tmp_path, "ysb")
         if record["event"] == "progress" and record["query"] == "ysb.campaign_windows.quarantine"
     }
-    # The three clean files were never read by the quarantine query, the dirty one was.
-    assert [batches[b]["input_rows"] for b in sorted(batches)] == [0, 0, 0, 2]
+    # The three clean files were never read by the quarantine query. The dirty one was
+    # read again only when a reject was too long for the flow's report to carry.
+    assert [batches[b]["input_rows"] for b in sorted(batches)] == read
     assert [batches[b]["quarantined"] for b in sorted(batches)] == [0, 0, 0, 2]
 
 

@@ -127,3 +127,27 @@ def test_a_report_is_trusted_only_for_a_batch_that_read_input() -> None:
     assert reported_facts(0, {}) == IDLE
     # A batch that read input but whose plan observed nothing: not known.
     assert reported_facts(500, {}) is None
+
+
+def test_a_report_carries_the_rejected_rows_only_when_it_holds_every_one() -> None:
+    rows = [
+        Row(_reject_reason="malformed JSON line", _source_file="f", _raw="{oops"),
+        Row(_reject_reason="event_type is none of view", _source_file="f", _raw='{"a":1}'),
+    ]
+    carried = reported_facts(500, {FLOW_METRIC: Row(rows=2, oldest_us=None, rejects=rows)})
+    assert carried is not None and carried != IDLE
+    assert carried.rejects == (
+        {"_reject_reason": "malformed JSON line", "_source_file": "f", "_raw": "{oops"},
+        {"_reject_reason": "event_type is none of view", "_source_file": "f", "_raw": '{"a":1}'},
+    )
+    # Read back from the progress JSON, the rows are plain objects.
+    as_json = {"rows": 1, "oldest_us": None, "rejects": [{"_raw": "x", "_reject_reason": "r"}]}
+    assert reported_facts(10, {FLOW_METRIC: as_json}) == Facts(
+        1, None, ({"_raw": "x", "_reject_reason": "r"},)
+    )
+    # Too many or too long to carry (null), or fewer than were rejected: read again.
+    assert reported_facts(500, {FLOW_METRIC: Row(rows=3, oldest_us=None, rejects=None)}) == Facts(
+        3, None, None
+    )
+    short = Row(rows=3, oldest_us=None, rejects=rows)
+    assert reported_facts(500, {FLOW_METRIC: short}) == Facts(3, None, None)

@@ -16,7 +16,7 @@ from streamsmith.monitor.eventlog import EventLog, prune_event_logs, read_events
 from streamsmith.monitor.lag import FileSourceProbe, processed_files
 from streamsmith.monitor.metrics import QueryMetrics, health_body
 from streamsmith.monitor.notify import notification_text
-from streamsmith.monitor.progress import progress_record
+from streamsmith.monitor.progress import FLOW_METRIC, progress_record
 from streamsmith.monitor.recorder import spec_secrets
 from streamsmith.monitor.status import query_statuses
 from streamsmith.monitor.status_view import batch_age, compact_lines, flow_of, rate
@@ -63,6 +63,17 @@ def test_progress_record_flattens_what_operators_look_at() -> None:
     source = json.loads(record["sources"])[0]
     assert source["lag_partitions"] == {"signals-0": 30, "signals-1": 0, "signals-2": 7}
     assert json.loads(record["progress"]) == KAFKA_PROGRESS
+
+
+def test_the_log_keeps_how_many_rejects_a_report_carried_not_the_rows() -> None:
+    carried = [{"_reject_reason": "malformed JSON line", "_raw": "{" * 1_000}] * 3
+    metric = {"rows": 3, "oldest_us": None, "rejects": carried}
+    progress = {**KAFKA_PROGRESS, "observedMetrics": {FLOW_METRIC: metric}}
+    logged = json.loads(progress_record(progress)["progress"])
+    assert logged["observedMetrics"][FLOW_METRIC] == {"rows": 3, "oldest_us": None, "rejects": 3}
+    assert progress["observedMetrics"][FLOW_METRIC]["rejects"] == carried  # not changed
+    none = {**KAFKA_PROGRESS, "observedMetrics": {FLOW_METRIC: {**metric, "rejects": None}}}
+    assert json.loads(progress_record(none)["progress"]) == none
 
 
 def test_no_watermark_yet_means_no_delay() -> None:

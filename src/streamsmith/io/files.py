@@ -26,7 +26,7 @@ from pyspark.sql.types import ArrayType, DataType, StringType, StructField, Stru
 
 from streamsmith.config import SourceSpec
 from streamsmith.io.decoding import decode_document, decode_lines
-from streamsmith.transforms.quarantine import RAW, READ_ERROR, SOURCE_FILE
+from streamsmith.transforms.quarantine import RAW, RAW_TEXT, READ_ERROR, RECORD, SOURCE_FILE
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 _CORRUPT = "_corrupt_record"
@@ -117,6 +117,7 @@ def read_files(
             F.when(line["error"].isNull(), line["text"]).alias("value"),
             F.col(SOURCE_FILE),
             line["text"].alias(RAW),
+            line["text"].alias(RAW_TEXT),
             line["error"].alias(READ_ERROR),
         )
     # JSON lines whose schema may not hold everything (schema evolution) or whose whole
@@ -127,6 +128,7 @@ def read_files(
             F.col("value"),
             F.col("_metadata.file_path").alias(SOURCE_FILE),
             F.col("value").alias(RAW),
+            F.col("value").alias(RAW_TEXT),
             F.lit(None).cast("string").alias(READ_ERROR),
         )
     if schema is None:
@@ -151,10 +153,13 @@ def read_files(
     data = [F.col(field.name) for field in schema.fields]
     # _raw of a parsed row is the row as JSON, so a later check can quarantine it with a
     # payload; it also keeps data columns referenced, which Spark requires of any query
-    # that reads the corrupt-record column (QUERY_ONLY_CORRUPT_RECORD_COLUMN).
+    # that reads the corrupt-record column (QUERY_ONLY_CORRUPT_RECORD_COLUMN). _raw_text
+    # and _record give the same payload to a query that needs it for few rows only.
     return frame.select(
         *data,
         F.col("_metadata.file_path").alias(SOURCE_FILE),
         F.coalesce(F.col(_CORRUPT), F.to_json(F.struct(*data))).alias(RAW),
+        F.col(_CORRUPT).alias(RAW_TEXT),
+        F.struct(*data).alias(RECORD),
         F.when(F.col(_CORRUPT).isNotNull(), F.lit(_MALFORMED[spec.format])).alias(READ_ERROR),
     )

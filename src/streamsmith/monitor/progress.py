@@ -21,6 +21,8 @@ _NO_WATERMARK = "1970-01-01T00:00:00.000Z"
 # Names of the observed metrics streamsmith attaches to its queries.
 QUARANTINE_METRIC = "quarantine"
 LATE_METRIC = "late"
+FLOW_METRIC = "streamsmith_flow"  # a flow's main query: its rejects and oldest event
+CARRIED_REJECTS = "rejects"  # FLOW_METRIC's field carrying a batch's few rejected rows
 
 
 def parse_time(text: str) -> datetime:
@@ -63,8 +65,20 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         "lag": sum(lags) if lags else None,
         "lag_bytes": _sum_known(source.get("lag_bytes") for source in sources),
         "sources": json.dumps(sources),
-        "progress": json.dumps(progress, default=str),
+        "progress": json.dumps(_without_carried_rows(progress), default=str),
     }
+
+
+def _without_carried_rows(progress: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``progress`` without the rejected rows a main query carries to its quarantine
+    (up to a few MB of raw payloads per batch): the log keeps their count."""
+    observed = progress.get("observedMetrics") or {}
+    flow = observed.get(FLOW_METRIC)
+    if not isinstance(flow, Mapping) or CARRIED_REJECTS not in flow:
+        return progress
+    carried = flow[CARRIED_REJECTS]
+    kept = {**flow, CARRIED_REJECTS: None if carried is None else len(carried)}
+    return {**progress, "observedMetrics": {**observed, FLOW_METRIC: kept}}
 
 
 def expectation_counts(observed: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:

@@ -6,7 +6,10 @@ YSB benchmark that second parse was most of what streamsmith cost over bare Spar
 main query therefore counts the rows it rejects in each micro-batch (an observed metric,
 computed in the pass it makes anyway: ``streamsmith.runtime.flow_batches``). Before
 reading a batch, the quarantine query finds the main query's batches that read the same
-files or Kafka offsets and reads nothing when they rejected no row.
+files or Kafka offsets and reads nothing when they rejected no row. From files, the
+main query's metric also carries the batch's rejected rows when they are few; the
+quarantine query then writes those instead of reading and parsing the input again
+(:func:`carried_frame`), so dirty input is read once too.
 
 When it cannot tell (the main query is not running in this process, ran that input
 before a restart, has not reached it within the wait, or reported the batch without
@@ -20,18 +23,23 @@ stays exactly-once without Spark's file sink (which cannot skip a batch).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamsmith.config import Trigger
 from streamsmith.io.lake import COMMIT_LOG, replace_batch_files, save_schema, start_foreach_batch
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import QUARANTINE_METRIC
-from streamsmith.runtime.flow_batches import FlowCover, FlowFacts
+from streamsmith.runtime.flow_batches import CARRIED_COLUMNS, Facts, FlowCover, FlowFacts, Part
+from streamsmith.transforms.quarantine import quarantined
 
 log = logging.getLogger(__name__)
+BATCH = "_flow_batch"  # which main-query batch carried a row
 
 
 def can_skip_clean_input(quarantine_path: Path, *, single_input: bool) -> bool:
@@ -39,6 +47,29 @@ def can_skip_clean_input(quarantine_path: Path, *, single_input: bool) -> bool:
     one source, and a table not already kept by Spark's file sink (its commit log would
     hide files written any other way)."""
     return single_input and not (quarantine_path / COMMIT_LOG).exists()
+
+
+def carried_frame(
+    spark: SparkSession, parts: Sequence[Part], seen: Mapping[int, Facts]
+) -> DataFrame | None:
+    """The quarantine rows of a side batch made of ``parts``, from the rejected rows the
+    main query carried in its reports; None when a part's batch did not carry all of its
+    rejects (the side batch then reads its input). A main batch may have read more than
+    this side batch did, so each part keeps the rows of its own input."""
+    if any(seen[part.batch].rejects is None for part in parts if seen[part.batch].rejected):
+        return None
+    names = [*CARRIED_COLUMNS, BATCH]
+    rows = [
+        tuple([*(carried.get(name) for name in CARRIED_COLUMNS), part.batch])
+        for part in parts
+        for carried in seen[part.batch].rejects or ()
+    ]
+    schema = StructType([StructField(n, LongType() if n == BATCH else StringType()) for n in names])
+    found = spark.createDataFrame(rows, schema)
+    mine = F.lit(False)
+    for part in parts:
+        mine = mine | ((F.col(BATCH) == part.batch) & part.rows())
+    return quarantined(found.where(mine))
 
 
 def start_quarantine_stream(
@@ -61,8 +92,17 @@ def start_quarantine_stream(
         seen = None if parts is None else facts.of([part.batch for part in parts])
         rows = 0
         if seen is None or any(found.rejected for found in seen.values()):
-            why = "its flow batches' rejects are unknown" if seen is None else "rejects"
-            log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
+            carried = (
+                None
+                if parts is None or seen is None
+                else carried_frame(batch.sparkSession, parts, seen)
+            )
+            if carried is not None:  # the input needs no second read
+                log.debug("%s writes batch %s from flow batches %s", name, batch_id, parts)
+                batch = carried
+            else:
+                why = "its flow batches' rejects are unknown" if seen is None else "rejects"
+                log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
             rows = replace_batch_files(batch, path, batch_id, partition_by)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 

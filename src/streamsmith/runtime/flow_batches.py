@@ -9,12 +9,16 @@ keeps both logs in the checkpoints, so :class:`FlowCover` finds, for a side batc
 main-query batches that read its input, each with its part of it.
 
 The main query also observes, in the pass it makes anyway (:func:`observe_flow`), how
-many rows it rejected and the oldest accepted event time of each batch.
-:class:`FlowFacts` reads those from the main query's progress when it runs in this
-process. With both, a side query can skip a batch outright: the quarantine query when
-the main query rejected nothing there, the late-events query when even the oldest event
-was on time. When a fact is missing (the main query runs elsewhere, or ran those batches
-before a restart), the side query reads its batch: skipping is never a guess.
+many rows it rejected and the oldest accepted event time of each batch, and, over file
+sources, the rejected rows themselves when they are few (up to ``CARRY_ROWS`` rows of up
+to ``CARRY_CHARS`` characters of raw payload: a bounded top-k aggregate, so a batch of
+garbage costs the driver no more than that). :class:`FlowFacts` reads those from the
+main query's progress when it runs in this process. With them, a side query can skip a
+batch outright: the quarantine query when the main query rejected nothing there, or
+write the rows the main query carried without reading its input again; the late-events
+query when even the oldest event was on time. When a fact is missing (the main query
+runs elsewhere, or ran those batches before a restart), the side query reads its batch:
+skipping is never a guess.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.io.sources.base import SourceKind
+from streamsmith.monitor.progress import CARRIED_REJECTS, FLOW_METRIC
 from streamsmith.runtime.polling import poll
 from streamsmith.runtime.source_logs import (
     FileSourceLog,
@@ -37,18 +42,33 @@ from streamsmith.runtime.source_logs import (
     normal_path_column,
     offset_log_entry,
 )
-from streamsmith.transforms.quarantine import POSITION, REJECT_REASON, SOURCE_FILE
+from streamsmith.transforms.quarantine import (
+    POSITION,
+    RAW,
+    REJECT_REASON,
+    SOURCE_FILE,
+    deferred_raw,
+)
 
 log = logging.getLogger(__name__)
 
-FLOW_METRIC = "streamsmith_flow"  # the main query's observed metric
 KafkaRange = tuple[str, int, int | None, int]  # topic, partition, first (None: any), end
+# A batch's rejected rows travel in its progress report when they are at most this many,
+# each with at most this much raw payload: about 2 MB per report at most, of which Spark
+# keeps the last 100 (0.2 of the driver's 2 GB in the worst case).
+CARRY_ROWS = 2_000
+CARRY_CHARS = 1_024
+CARRIED_COLUMNS = (REJECT_REASON, SOURCE_FILE, POSITION, RAW)  # as strings
 
 
-def observe_flow(tagged: DataFrame, event_time: str | None = None) -> DataFrame:
+def observe_flow(
+    tagged: DataFrame, event_time: str | None = None, *, carry_rejects: bool = False
+) -> DataFrame:
     """``tagged`` reporting, per micro-batch, its rejected rows (``rows``) and, with
     ``event_time``, the oldest accepted event time in µs (``oldest_us``, null when none
-    was accepted), as the observed metric ``FLOW_METRIC``."""
+    was accepted), as the observed metric ``FLOW_METRIC``; with ``carry_rejects``, also
+    the rejected rows themselves (``CARRIED_COLUMNS`` as strings) when every one fits the
+    ``CARRY_*`` bounds, else null."""
     if REJECT_REASON not in tagged.columns:
         return tagged
     rejected = F.col(REJECT_REASON).isNotNull()
@@ -56,7 +76,24 @@ def observe_flow(tagged: DataFrame, event_time: str | None = None) -> DataFrame:
     if event_time is not None:
         oldest = F.min(F.when(~rejected, F.unix_micros(F.col(event_time))))
         metrics.append(oldest.alias("oldest_us"))
+    raw = deferred_raw(tagged) if carry_rejects else None
+    if raw is not None:
+        metrics.append(_carried_rows(tagged, rejected, raw).alias(CARRIED_REJECTS))
     return tagged.observe(FLOW_METRIC, *metrics)
+
+
+def _carried_rows(tagged: DataFrame, rejected: Column, payload: Column) -> Column:
+    """The batch's rejected rows, when all fit the bounds; else null. ``max_by`` with a
+    count keeps at most ``CARRY_ROWS`` per task and merge, whatever the batch holds; the
+    raw ``payload`` is computed only for rejected rows (a ``CASE`` evaluates lazily)."""
+    raw = F.make_valid_utf8(payload.cast("string"))
+    fits = rejected & (F.length(raw) <= CARRY_CHARS)
+    present = [name for name in CARRIED_COLUMNS if name in tagged.columns]
+    values = [raw if name == RAW else F.col(name).cast("string") for name in present]
+    row = F.struct(*[value.alias(name) for value, name in zip(values, present, strict=True)])
+    kept = F.max_by(F.when(fits, row), F.when(fits, F.lit(0)), CARRY_ROWS)
+    every = (F.count_if(rejected) <= CARRY_ROWS) & (F.count_if(fits) == F.count_if(rejected))
+    return F.when(every, kept)
 
 
 @dataclass(frozen=True)
@@ -225,6 +262,8 @@ class Facts:
 
     rejected: int
     oldest_us: int | None  # the oldest accepted event time; None when none was accepted
+    # Every rejected row (``CARRIED_COLUMNS``, by name); None when not carried.
+    rejects: tuple[Mapping[str, str | None], ...] | None = None
 
 
 @dataclass
@@ -239,7 +278,9 @@ class FlowFacts:
     still reports the observed metrics, as zeros: a side query that believed them would
     skip input holding rejects or late events (found by the chaos run). An idle query's
     report (no input, no metrics) names the next batch, which has not run yet, so a later
-    report of that batch replaces it.
+    report of that batch replaces it. The main query last seen running is kept: a
+    catch-up's main query may end before a side query asks for its last batches, whose
+    reports it still holds.
     """
 
     spark: SparkSession
@@ -248,6 +289,10 @@ class FlowFacts:
     _seen: dict[int, Facts | None] = field(default_factory=dict)  # None: not known
     _idle: set[int] = field(default_factory=set)  # named only by idle reports so far
     _last_report: tuple[int, str] | None = None
+    _last_query: StreamingQuery | None = None
+
+    def __post_init__(self) -> None:
+        self._query()  # the main query starts first: remember it
 
     def of(self, batches: Sequence[int]) -> dict[int, Facts] | None:
         """Facts of every batch in ``batches``; None when one is unknown. Waits (up to
@@ -261,6 +306,7 @@ class FlowFacts:
         """The facts of ``batches``; False when they cannot be known here, None when the
         main query has yet to finish one of them."""
         query = self._query()
+        running = query is not None and query.isActive  # before its last reports are read
         if query is not None:
             self._collect(query)
         newest = max(self._seen, default=None)
@@ -271,18 +317,21 @@ class FlowFacts:
                 log.debug("%s: no trusted report of batches %s", self.query_name, batches)
                 return False
             return {batch: facts for batch, facts in found.items() if facts is not None}
-        if query is None or self._passed(waiting):
+        if not running or self._passed(waiting):
             log.debug(
                 "%s: batches %s unknown (%s)",
                 self.query_name,
                 waiting,
-                "not running here" if query is None else "their report is gone",
+                "not running here" if not running else "their report is gone",
             )
             return False
         return None
 
     def _query(self) -> StreamingQuery | None:
-        return next((q for q in self.spark.streams.active if q.name == self.query_name), None)
+        """The main query running in this process, else the one last seen running."""
+        active = (q for q in self.spark.streams.active if q.name == self.query_name)
+        self._last_query = next(active, self._last_query)
+        return self._last_query
 
     def _collect(self, query: StreamingQuery) -> None:
         last = query.lastProgress  # one report: the list costs tens of ms (JSON each)
@@ -328,6 +377,16 @@ def _facts(observed: Mapping[str, Any]) -> Facts | None:
     row = observed.get(FLOW_METRIC)
     if row is None:
         return None
-    values = row.asDict() if hasattr(row, "asDict") else dict(row)
+    values = _as_dict(row)
     oldest = values.get("oldest_us")
-    return Facts(int(values.get("rows") or 0), None if oldest is None else int(oldest))
+    rejected = int(values.get("rows") or 0)
+    carried = values.get(CARRIED_REJECTS)
+    rejects = None
+    if carried is not None and len(carried) == rejected:
+        rejects = tuple(_as_dict(each) for each in carried)
+    return Facts(rejected, None if oldest is None else int(oldest), rejects)
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    """A metric's row as a dict: a ``Row`` in a live progress, a dict once read from JSON."""
+    return dict(row.asDict() if hasattr(row, "asDict") else row)

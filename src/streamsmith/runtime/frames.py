@@ -34,6 +34,8 @@ from streamsmith.transforms.expectations import (
 from streamsmith.transforms.quarantine import (
     NEW_FIELDS,
     POSITION,
+    RAW_TEXT,
+    RECORD,
     REJECT_REASON,
     SOURCE_FILE,
     accepted,
@@ -75,8 +77,8 @@ def flow_frames(
         other = stream.input.read(spark, stream.definition.record_schema, streaming=streaming)
         inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
     expectations = flow.expectations
-    if definition.prepare is None:
-        output = _transformed(definition, source, inputs)
+    if definition.prepare is None:  # the source whole, but for what only parsers use
+        output = _transformed(definition, source.drop(RAW_TEXT, RECORD), inputs)
         if not expectations:
             return FlowFrames(output, None, tables=tables)
         check_expectations(output, expectations)
@@ -106,7 +108,10 @@ def flow_frames(
     rule = definition.event_time
     late_time = rule.column if rule is not None and definition.record_late else None
     reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
-    main = observe_flow(main, late_time) if reported else main
+    # It carries a batch's few rejects to the quarantine where the reader keeps their raw
+    # payload cheaply (files: ``deferred_raw``; a Kafka read is pruned to what it uses).
+    carry = any(o.role == "quarantine" for o in flow.outputs)
+    main = observe_flow(main, late_time, carry_rejects=carry) if reported else main
     if flow.source.evolution in STOPPING:  # a field the schema lacks stops the batch
         fitting = stop_on_new_fields(accepted(main, keep=(NEW_FIELDS,))).drop(NEW_FIELDS)
     else:

@@ -4,6 +4,12 @@ A transform that can reject input returns a *tagged* frame: the output columns p
 lineage columns (``_source_file``, ``_position``, ``_raw``) and ``_reject_reason``, which
 is null for accepted rows. :func:`accepted` and :func:`quarantined` split it, so
 ``input = accepted + quarantined`` holds by construction.
+
+A file reader may also keep ``_raw_text`` (the raw payload where it has it as text for
+free: a line, a malformed record) and ``_record`` (a parsed record whole), from which
+:func:`deferred_raw` gives ``_raw`` as an expression: computed inside a ``CASE`` for the
+few rejected rows, where the ``_raw`` column (a parsed record as JSON) would be computed
+for every row of a query that keeps it.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ RAW = "_raw"
 READ_ERROR = "_read_error"
 REJECT_REASON = "_reject_reason"
 NEW_FIELDS = "_new_fields"  # fields a record holds beyond its schema (schema evolution)
-TAG_COLUMNS = (SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS)
+RAW_TEXT = "_raw_text"  # the raw payload where a reader holds it as text, else null
+RECORD = "_record"  # a parsed record whole: its JSON is the raw payload (see deferred_raw)
+TAG_COLUMNS = (SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS, RAW_TEXT, RECORD)
 
 QUARANTINE_SCHEMA = StructType(
     [
@@ -51,6 +59,16 @@ def first_failure(*checks: tuple[Column, Column | str]) -> Column:
         for failed, reason in checks
     ]
     return F.coalesce(*reasons)
+
+
+def deferred_raw(tagged: DataFrame) -> Column | None:
+    """``_raw`` as an expression over what the reader kept (``_raw_text``, ``_record``),
+    for a consumer that needs it for few rows; None when the frame keeps neither."""
+    if RAW_TEXT not in tagged.columns:
+        return None
+    if RECORD not in tagged.columns:
+        return F.col(RAW_TEXT)
+    return F.coalesce(F.col(RAW_TEXT), F.to_json(F.col(RECORD)))
 
 
 def accepted(tagged: DataFrame, keep: Sequence[str] = ()) -> DataFrame:

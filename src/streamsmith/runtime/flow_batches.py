@@ -338,7 +338,11 @@ class FlowFacts:
         if last is None or (int(last.batchId), str(last.timestamp)) == self._last_report:
             return  # nothing new since the last look
         self._last_report = (int(last.batchId), str(last.timestamp))
-        for progress in query.recentProgress:
+        batch, newest = int(last.batchId), max(self._seen, default=None)
+        # The whole list only when a report may have been missed since the last look
+        # (each report may carry a batch's rejected rows: reading 100 can cost seconds).
+        missed = newest is None or batch > newest + 1 or (newest in self._idle and batch != newest)
+        for progress in query.recentProgress if missed else [last]:
             batch = int(progress.batchId)
             if batch in self._seen and batch not in self._idle:
                 continue

@@ -66,12 +66,15 @@ def archive_path() -> Path | None:
     stat = java.stat()
     digest.update(f"{java}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     jars = spark_jars()
-    # The JVM checks the classpath the archive was recorded with, paths included: another
-    # checkout's virtualenv (same jars, another folder) needs its own archive.
+    # The JVM checks the classpath the archive was recorded with, paths, sizes and times
+    # included: another checkout's virtualenv (same jars, another folder), or one made
+    # again in the same folder (same jars, new times), needs its own archive; else the
+    # JVM warns that it cannot use the archive and starts without it.
     digest.update(f"{jars.resolve()}\0".encode())
     if jars.is_dir():
         for jar in sorted(jars.iterdir()):
-            digest.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
+            stat = jar.stat()
+            digest.update(f"{jar.name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     digest.update(os.environ.get("SPARK_DIST_CLASSPATH", "").encode())
     return cache_dir() / "jvm" / f"spark-{digest.hexdigest()[:16]}.jsa"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,11 @@ def test_the_name_follows_java_and_spark_classpath(
     jars = jvm_archive.spark_jars
     monkeypatch.setattr(jvm_archive, "spark_jars", lambda: copy)
     assert jvm_archive.archive_path() not in {first, None}
+    # The same jars installed again in that folder (new times): another archive.
+    (copy / "spark-core.jar").write_bytes(b"jar")
+    installed = jvm_archive.archive_path()
+    os.utime(copy / "spark-core.jar", ns=(1, 1))
+    assert jvm_archive.archive_path() not in {first, installed, None}
     monkeypatch.setattr(jvm_archive, "spark_jars", jars)
     assert jvm_archive.archive_path() == first
     monkeypatch.setenv("SPARK_DIST_CLASSPATH", "/opt/hadoop/*")

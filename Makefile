@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink clean
+.PHONY: setup java maven jars lock postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink clean
 
-setup: java postgres blas $(VENV)/.installed jvm-archive
+setup: java postgres blas $(VENV)/.installed jars jvm-archive
 
 # Java 17 runs Spark's JVM; install it from Debian when the machine has none.
 java:
@@ -16,6 +16,18 @@ java:
 	  echo "installing openjdk-17-jre-headless"; \
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jre-headless; }
+
+# Maven resolves the pinned jars once (make jars); no run needs it afterwards.
+maven:
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "installing maven"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q maven; }
+
+# The jars of src/streamsmith/spark/stack.py (Spark's Kafka and Avro connectors, Delta Lake,
+# the Kafka broker), resolved into streamsmith's own folder; every run reads only that.
+jars: java maven $(VENV)/.installed
+	$(VENV)/bin/streamsmith jvm fetch
 
 # PostgreSQL serves results (postgres sinks, tests); install Debian's server when missing.
 postgres:
@@ -41,7 +53,7 @@ browser:
 
 # Spark's classes recorded once into a class-data-sharing archive: every later Spark start
 # (run, backfill, query, the tests' subprocesses) maps it instead of loading jar by jar.
-jvm-archive: java $(VENV)/.installed
+jvm-archive: java jars
 	$(VENV)/bin/streamsmith jvm build
 
 db-start: setup
@@ -50,11 +62,21 @@ db-start: setup
 db-stop: setup
 	$(VENV)/bin/streamsmith db stop
 
-$(VENV)/.installed: pyproject.toml
+# Exactly the locked, hashed versions (requirements.lock, from `make lock`), then
+# streamsmith itself without resolving anything again.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --require-hashes -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	@touch $@
+
+# Resolve pyproject.toml's dependencies (with the dev extra) again into requirements.lock.
+lock:
+	@[ -x .venv-lock/bin/pip-compile ] || { $(PYTHON) -m venv .venv-lock && \
+	  .venv-lock/bin/pip install -q pip-tools==7.6.2; }
+	.venv-lock/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links \
+	  --extra dev -o requirements.lock pyproject.toml
+
 
 demo: setup
 	$(VENV)/bin/streamsmith demo

@@ -30,7 +30,7 @@ from streamsmith.io.kafka.source import register_kafka_source
 from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 YSB_TOPIC = "ysb-ads"
 

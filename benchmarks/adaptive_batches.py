@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from streamsmith.config import SparkSpec
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 PARTITIONS = 2
 

@@ -36,14 +36,11 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import psycopg
 import yaml
 from confluent_kafka import Producer
@@ -56,11 +53,9 @@ from streamsmith.io.postgres.server import (
     stop_postgres,
 )
 from streamsmith.monitor.eventlog import read_events
-from streamsmith.processes import free_port, wait_for_port
 from streamsmith.read.engine import answer
 
 TOPIC = "events"
-BUCKET = "streamsmith-chaos"
 KEYS = [f"k{n}" for n in range(8)]
 SCHEMA = "id string, key string, amount int, ts timestamp"
 
@@ -352,63 +347,42 @@ def commits(home: Path) -> dict[str, int]:
     return {flow: len(_ids(home / "data/checkpoints/chaos" / flow / "commits")) for flow in FLOWS}
 
 
-@contextmanager
-def s3_server(home: Path) -> Iterator[dict[str, str]]:
-    """An S3-compatible server on loopback with the broker's bucket; Tansu's settings."""
-    port = free_port()
-    with (home / "moto.log").open("wb") as log:
-        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, 30)
-        env = {"AWS_ACCESS_KEY_ID": "chaos", "AWS_SECRET_ACCESS_KEY": "chaos",
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT": f"http://127.0.0.1:{port}",
-               "AWS_ALLOW_HTTP": "true"}  # fmt: skip
-        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT"], aws_access_key_id="chaos",
-                     aws_secret_access_key="chaos", region_name="us-east-1").create_bucket(
-            Bucket=BUCKET)  # fmt: skip
-        yield env
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 def run_chaos(profile: Profile, seed: int, home: Path, outage_s: float) -> dict[str, Any]:
     """Run the profile under ``home``; return the verdict (also printed)."""
     started = time.monotonic()
     faults = schedule(profile, seed)
     print(f"chaos seed {seed}: " + ", ".join(f"{f.kind}@{f.at_s:g}s" for f in faults))
-    with s3_server(home) as s3_env:
-        broker_home = home / "broker"
-        broker = start_broker(broker_home, storage=f"s3://{BUCKET}/", env=s3_env)
-        broker.create_topic(TOPIC, partitions=3)
-        pg_home = home / "postgres"
-        pg_home.parent.chmod(0o755)
-        server = start_postgres(pg_home)
-        dsn = create_database(server, "chaos")
-        (home / "streamsmith.yml").write_text(yaml.safe_dump(spec_document(broker.bootstrap, dsn)))
-        feeder = Feeder(home, broker.bootstrap, profile, seed)
-        pipeline = Pipeline(home)
-        try:
-            feeder.start()
-            pipeline.start()
-            for fault in faults:
-                _sleep_until(started, fault.at_s)
-                broker = apply(fault, pipeline, broker, broker_home, s3_env, pg_home, server,
-                               home, outage_s)  # fmt: skip
-            feeder.stop_event.set()
-            feeder.join(timeout=120)
-            time.sleep(5)
-            pipeline.terminate()
-            pipeline.start("--trigger", "available-now")  # drain what is left
-            assert pipeline.process is not None
-            drained = pipeline.process.wait(timeout=900)
-            recovery_times(home, faults, time.time())
-            verdict = judge(home, feeder.truth, dsn, faults, drained)
-        finally:
-            pipeline.kill()
-            broker.stop()
-            stop_postgres(pg_home, "immediate")
+    # The broker keeps its topics on disk in broker_home across its restarts.
+    broker_home = home / "broker"
+    broker = start_broker(broker_home)
+    broker.create_topic(TOPIC, partitions=3)
+    pg_home = home / "postgres"
+    pg_home.parent.chmod(0o755)
+    server = start_postgres(pg_home)
+    dsn = create_database(server, "chaos")
+    (home / "streamsmith.yml").write_text(yaml.safe_dump(spec_document(broker.bootstrap, dsn)))
+    feeder = Feeder(home, broker.bootstrap, profile, seed)
+    pipeline = Pipeline(home)
+    try:
+        feeder.start()
+        pipeline.start()
+        for fault in faults:
+            _sleep_until(started, fault.at_s)
+            broker = apply(fault, pipeline, broker, broker_home, pg_home, server, home,
+                           outage_s)  # fmt: skip
+        feeder.stop_event.set()
+        feeder.join(timeout=120)
+        time.sleep(5)
+        pipeline.terminate()
+        pipeline.start("--trigger", "available-now")  # drain what is left
+        assert pipeline.process is not None
+        drained = pipeline.process.wait(timeout=900)
+        recovery_times(home, faults, time.time())
+        verdict = judge(home, feeder.truth, dsn, faults, drained)
+    finally:
+        pipeline.kill()
+        broker.stop()
+        stop_postgres(pg_home, "immediate")
     verdict["wall_s"] = round(time.monotonic() - started, 1)
     verdict["seed"] = seed
     verdict["profile"] = asdict(profile)
@@ -420,7 +394,6 @@ def apply(
     pipeline: Pipeline,
     broker: EmbeddedBroker,
     broker_home: Path,
-    s3_env: dict[str, str],
     pg_home: Path,
     server: PostgresServer,
     home: Path,
@@ -456,7 +429,7 @@ def apply(
         port = broker.port
         broker.stop()
         time.sleep(outage_s)
-        broker = start_broker(broker_home, port, storage=f"s3://{BUCKET}/", env=s3_env)
+        broker = start_broker(broker_home, port)
     elif fault.kind == "postgres":
         stop_postgres(pg_home, "fast")
         time.sleep(outage_s)

@@ -21,7 +21,7 @@ from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import backfill, full_refresh, run_pipeline
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from streamsmith.config import SourceSpec, SparkSpec
 from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.io.files import read_files
 from streamsmith.schemas.cloudtrail import CLOUDTRAIL_RECORD_SCHEMA
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 from streamsmith.transforms.cloudtrail import (
     PERMISSIVE,
     RECORD,

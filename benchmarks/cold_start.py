@@ -32,16 +32,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from streamsmith import jvm_archive
 from streamsmith.runtime import catchup
 from streamsmith.scaffold import init_project
+from streamsmith.spark import jvm_archive
 
 # A child process timing its own session start and first query, in seconds (one line).
 PROBE = """
 import time
 started = time.perf_counter()
 from streamsmith.config import SparkSpec
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 spark = build_session(SparkSpec(master="local[2]"), "cold-start")
 session = time.perf_counter() - started
 spark.read.parquet({table!r}).groupBy("user").count().collect()

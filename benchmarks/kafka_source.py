@@ -32,7 +32,7 @@ from streamsmith.generate.ysb import ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.io.kafka.client import consumer_config
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 TOPIC = "ad-events"
 PARTITIONS = 4
@@ -106,7 +106,7 @@ def cold_run(bootstrap: str) -> float:
     code = f"""
 import time, tempfile
 from streamsmith.config import SparkSpec
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 started = time.perf_counter()
 spark = build_session(SparkSpec(master="local[*]"), "bench-cold")

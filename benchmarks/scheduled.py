@@ -30,7 +30,7 @@ from streamsmith.runtime.runner import run_pipeline
 from streamsmith.runtime.scheduler import ManualClock, Scheduler, due_after
 from streamsmith.runtime.supervisor import plan_monitor
 from streamsmith.scaffold import init_project
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 START = datetime(2026, 1, 1, 10, tzinfo=UTC)
 

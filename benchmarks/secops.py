@@ -34,7 +34,7 @@ from streamsmith.ml.anomaly import MODEL_NAME, AnomalyModel, save, train
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
 from streamsmith.schemas.security import ASSETS_SCHEMA, FLOW_SCHEMA
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 from streamsmith.transforms.secops import host_windows
 
 HISTORY_START = datetime(2026, 11, 19, 8, tzinfo=UTC)

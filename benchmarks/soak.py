@@ -37,7 +37,7 @@ from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.start import start_queries, stop_gracefully
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 WARM_UP_S = 60
 

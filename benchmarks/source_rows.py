@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from streamsmith.config import SparkSpec
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 CHUNK = 10_000  # rows per Arrow batch, as the Kafka source yields them
 TASKS = 2

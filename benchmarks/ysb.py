@@ -87,7 +87,7 @@ from streamsmith.monitor.eventlog import read_events
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
 from streamsmith.schemas.ysb import AD_EVENT_SCHEMA, CAMPAIGNS_SCHEMA
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 TOPIC = "ysb-ads"
 PARTITIONS = 3

@@ -41,7 +41,7 @@ from streamsmith.io.postgres.server import running_postgres
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 TOPIC = "ysb-live"
 Key = tuple[str, datetime]

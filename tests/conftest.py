@@ -1,4 +1,4 @@
-"""Shared fixtures: one local[2] SparkSession, one embedded broker and one PostgreSQL
+"""Shared fixtures: one local[2] SparkSession, one Apache Kafka broker and one PostgreSQL
 server per test run."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from streamsmith.io.postgres.server import (
     start_postgres,
     stop_postgres,
 )
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 TEST_SPARK = SparkSpec(
     master="local[2]",
@@ -61,7 +61,8 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    """One embedded Tansu broker (in memory, loopback) for the whole run."""
+    """One Apache Kafka broker (a KRaft node on loopback, data in a temp folder) for the
+    whole run."""
     with start_broker(tmp_path_factory.mktemp("broker")) as running:
         yield running
 

@@ -29,7 +29,7 @@ from streamsmith.generate.secops import SecopsData
 from streamsmith.io.lake import register_lake_views
 from streamsmith.runtime.plan import build_plan, check_storage_root
 from streamsmith.runtime.runner import RunReport, run_pipeline
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 QUESTIONS = {
     "rows per date": (

@@ -121,7 +121,7 @@ def local_session(cores: int = 2, name: str = "streamsmith-tests") -> SparkSessi
     (Spark's 200 would make every small aggregation slow), UTC, bound to loopback.
     Start one per test run: it takes seconds."""
     from streamsmith.config import SparkSpec
-    from streamsmith.session import build_session
+    from streamsmith.spark.session import build_session
 
     conf: dict[str, str | int | float | bool] = {
         "spark.sql.shuffle.partitions": cores,
@@ -132,7 +132,7 @@ def local_session(cores: int = 2, name: str = "streamsmith-tests") -> SparkSessi
 
 @contextmanager
 def local_broker(folder: Path) -> Iterator[str]:
-    """A Kafka-protocol broker for tests (Tansu, in memory, on 127.0.0.1, its log in
+    """An Apache Kafka broker for tests (one KRaft node on 127.0.0.1, its data and log in
     ``folder``): yields its bootstrap servers, and stops it on exit."""
     from streamsmith.io.kafka.broker import start_broker
 

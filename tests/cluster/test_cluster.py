@@ -28,7 +28,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
-from streamsmith.cluster import StandaloneCluster, cluster_home, cluster_status
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
@@ -36,6 +35,7 @@ from streamsmith.io.lake import read_table, replace_static_table, table_path
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
+from streamsmith.spark.cluster import StandaloneCluster, cluster_home, cluster_status
 
 pytestmark = pytest.mark.cluster
 

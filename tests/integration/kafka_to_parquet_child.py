@@ -11,7 +11,7 @@ import sys
 
 from streamsmith.config import SparkSpec, parse_trigger
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
-from streamsmith.session import build_session
+from streamsmith.spark.session import build_session
 
 
 def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str, *options: str) -> None:

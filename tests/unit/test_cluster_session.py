@@ -10,7 +10,7 @@ import pytest
 
 import streamsmith
 from streamsmith.config import SparkSpec
-from streamsmith.session import default_conf, master_on_loopback, package_zip
+from streamsmith.spark.session import default_conf, master_on_loopback, package_zip
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from streamsmith.errors import UserError
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import SinkContext
 from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root, describe_plan
-from streamsmith.session import default_conf, local_cores
+from streamsmith.spark.session import default_conf, local_cores
 
 
 def test_default_spec_is_valid_and_lays_out_per_flow_checkpoints(tmp_path: Path) -> None:

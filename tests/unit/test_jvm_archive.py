@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from streamsmith import jvm_archive
 from streamsmith.config import SparkSpec
-from streamsmith.session import default_conf
+from streamsmith.spark import jars, jvm_archive
+from streamsmith.spark.session import default_conf
 
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(jars.JARS_ENV, str(jars.home()))  # the jars stay where setup put them
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
     monkeypatch.delenv(jvm_archive.RECORD_ENV, raising=False)
     monkeypatch.delenv(jvm_archive.SWITCH_ENV, raising=False)
     return tmp_path

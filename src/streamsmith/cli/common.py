@@ -135,7 +135,7 @@ def check_format(fmt: str) -> None:
 
 def session(spec: PipelineSpec, name: str) -> SparkSession:
     """A Spark session for the spec, with a spinner on stderr while it starts."""
-    from streamsmith.session import build_session
+    from streamsmith.spark.session import build_session
 
     with err.status(f"starting Spark ({spec.spark.master})"):
         return build_session(spec.spark, f"streamsmith-{name}")

@@ -1,6 +1,7 @@
-"""``streamsmith jvm``: the class-data-sharing archive that lets Spark's JVM start warm
-(``streamsmith.jvm_archive`` says what it is and when it is used). That module and the
-scaffold load only when a ``jvm`` command runs: every other command starts without them."""
+"""``streamsmith jvm``: the pinned jars (``streamsmith.spark.jars``) and the
+class-data-sharing archive that lets Spark's JVM start warm (``streamsmith.spark.jvm_archive``
+says what it is and when it is used). Those modules and the scaffold load only when a
+``jvm`` command runs: every other command starts without them."""
 
 from __future__ import annotations
 
@@ -19,13 +20,39 @@ from streamsmith.errors import UserError
 
 jvm_cli = typer.Typer(
     rich_markup_mode="markdown",
-    help="The archive of Spark's classes that makes every Spark start faster.",
+    help="The pinned jars Spark and the broker run on, and the archive of Spark's classes "
+    "that makes every Spark start faster.",
     no_args_is_help=True,
 )
 
 
+@jvm_cli.command("fetch")
+def fetch(
+    force: Annotated[bool, typer.Option(help="Resolve again even if installed.")] = False,
+) -> None:
+    """Resolve the pinned jars (Spark's Kafka, Avro and Protobuf connectors, Delta Lake,
+    the Kafka broker) once with Maven into streamsmith's own folder; runs use only that."""
+    from streamsmith.spark import jars, stack
+
+    started = time.monotonic()
+    resolved = jars.fetch(force=force)
+    counts = ", ".join(f"{group} {len(found)} jars" for group, found in resolved.items())
+    say(f"{stack.describe()}: {counts} in {jars.home()} ({time.monotonic() - started:.0f} s)")
+
+
+@jvm_cli.command("jars")
+def show_jars() -> None:
+    """The version set and the jars each group puts on a classpath."""
+    from streamsmith.spark import jars, stack
+
+    say(stack.describe())
+    for group in stack.GROUPS:
+        for path in jars.group_jars(group):
+            say(f"{group}\t{path}")
+
+
 def _archive() -> Path:
-    from streamsmith import jvm_archive
+    from streamsmith.spark import jvm_archive
 
     archive = jvm_archive.archive_path()
     if archive is None:
@@ -55,7 +82,7 @@ def build(
 @jvm_cli.command("status")
 def status() -> None:
     """Where this machine's archive is, and whether sessions use it."""
-    from streamsmith import jvm_archive
+    from streamsmith.spark import jvm_archive
 
     archive = _archive()
     if os.environ.get(jvm_archive.SWITCH_ENV, "").lower() in {"off", "0", "false", "no"}:
@@ -80,8 +107,8 @@ def remove() -> None:
 def record_archive(archive: Path) -> Path:
     """Run a small pipeline in a child process that records the classes its JVM loads,
     then move the archive into place (atomically: running JVMs keep the file they mapped)."""
-    from streamsmith import jvm_archive
     from streamsmith.scaffold import init_project
+    from streamsmith.spark import jvm_archive
 
     staging = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
     with tempfile.TemporaryDirectory(prefix="streamsmith-jvm-") as folder:

@@ -17,7 +17,7 @@ db_cli = typer.Typer(
 )
 broker_cli = typer.Typer(
     rich_markup_mode="markdown",
-    help="The embedded Kafka-protocol broker (Tansu) under the storage root.",
+    help="An Apache Kafka broker (one KRaft node) on 127.0.0.1 under the storage root.",
     no_args_is_help=True,
 )
 topic_cli = typer.Typer(rich_markup_mode="markdown", help="Kafka topics.", no_args_is_help=True)
@@ -75,31 +75,20 @@ def db_status(root: Root = None) -> None:
 
 
 @broker_cli.command("start")
-def broker_start(
-    root: Root = None,
-    port: PortOpt = None,
-    storage: Annotated[
-        str,
-        typer.Option(
-            "--storage",
-            help="Tansu storage: memory://tansu/ (topics end with the broker) or "
-            "s3://BUCKET/ (kept across restarts; AWS_ENDPOINT, AWS_ACCESS_KEY_ID, ... "
-            "from the environment).",
-        ),
-    ] = "memory://tansu/",
-) -> None:
-    """Start a broker on 127.0.0.1 that keeps running after this command (pid and log
-    under `<root>/broker`); in memory, its topics end with it."""
+def broker_start(root: Root = None, port: PortOpt = None) -> None:
+    """Start Apache Kafka on 127.0.0.1 that keeps running after this command; its topics,
+    log and pid live under `<root>/broker` and outlive a stop."""
     from streamsmith.io.kafka.broker import broker_home, start_broker_daemon
 
     home = broker_home(storage_root(root))
-    started = start_broker_daemon(home, port, storage)
-    say(f"broker running on 127.0.0.1:{started} (storage {storage}; log and pid in {home})")
+    with err.status("starting Apache Kafka"):
+        started = start_broker_daemon(home, port)
+    say(f"broker running on 127.0.0.1:{started} (data, log and pid in {home})")
 
 
 @broker_cli.command("stop")
 def broker_stop(root: Root = None) -> None:
-    """Stop the embedded broker."""
+    """Stop the broker (its topics stay on disk for the next start)."""
     from streamsmith.io.kafka.broker import broker_home, stop_broker_daemon
 
     home = broker_home(storage_root(root))
@@ -127,7 +116,7 @@ def cluster_start(
 ) -> None:
     """Start a master and workers that keep running after this command (pids, logs and
     work directories under `<root>/cluster`); prints the master URL."""
-    from streamsmith.cluster import cluster_home, start_cluster
+    from streamsmith.spark.cluster import cluster_home, start_cluster
 
     home = cluster_home(storage_root(root))
     with err.status(f"starting a Spark master and {workers} workers"):
@@ -141,7 +130,7 @@ def cluster_start(
 @cluster_cli.command("stop")
 def cluster_stop(root: Root = None) -> None:
     """Stop the workers (and their executors) and the master; logs stay."""
-    from streamsmith.cluster import cluster_home, stop_cluster
+    from streamsmith.spark.cluster import cluster_home, stop_cluster
 
     home = cluster_home(storage_root(root))
     stopped(stop_cluster(home), "cluster", home)
@@ -150,8 +139,8 @@ def cluster_stop(root: Root = None) -> None:
 @cluster_cli.command("status")
 def cluster_status(root: Root = None) -> None:
     """Say whether the cluster runs, its master URL and live workers; exit 1 if not."""
-    from streamsmith.cluster import cluster_home
-    from streamsmith.cluster import cluster_status as running_cluster
+    from streamsmith.spark.cluster import cluster_home
+    from streamsmith.spark.cluster import cluster_status as running_cluster
 
     home = cluster_home(storage_root(root))
     cluster = running_cluster(home)

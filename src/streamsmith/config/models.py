@@ -64,7 +64,7 @@ ConfValue = str | int | float | bool
 
 
 class SparkSpec(StrictModel):
-    """Where Spark runs and how it is tuned; see ``streamsmith.session``."""
+    """Where Spark runs and how it is tuned; see ``streamsmith.spark.session``."""
 
     master: str = Field(
         default="local[*]", description="local[N], spark://host:port, k8s://..., yarn"

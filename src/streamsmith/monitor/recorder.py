@@ -28,7 +28,6 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from streamsmith import jvm
 from streamsmith.config import PipelineSpec, parse_duration
 from streamsmith.io.postgres.dsn import dsn_secrets
 from streamsmith.monitor import observed
@@ -39,6 +38,7 @@ from streamsmith.monitor.metrics import Health, MonitorServer, QueryMetrics
 from streamsmith.monitor.notify import Notifier
 from streamsmith.monitor.progress import LATE_METRIC, QUARANTINE_METRIC, progress_record
 from streamsmith.monitor.status_cache import cached_statuses
+from streamsmith.spark import jvm
 
 log = logging.getLogger(__name__)
 _STATUS_EVERY_S = 60.0  # how often a run carries status's fold on

@@ -31,13 +31,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DataType
 
-from streamsmith import jvm
 from streamsmith.io.sinks.base import UpgradeRules
 from streamsmith.io.sources.base import Source
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.schemas.inference import only_grows
+from streamsmith.spark import jvm
 
 FINGERPRINT_FILE = "streamsmith-flow.json"
 # 2: the sink's upgrade rules are recorded beside its kind.

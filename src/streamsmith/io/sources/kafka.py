@@ -12,10 +12,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from streamsmith import jvm
 from streamsmith.config import ConfValue, SourceSpec
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
+from streamsmith.spark import jvm
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
 
 if TYPE_CHECKING:

@@ -39,9 +39,9 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext, SparkFiles
 from pyspark.sql import SparkSession
 
-from streamsmith import jvm, jvm_archive
 from streamsmith.config import SparkSpec
 from streamsmith.defaults import SESSION_TIME_ZONE
+from streamsmith.spark import jars, jvm, jvm_archive
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
@@ -93,6 +93,7 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         # views and the memory tables, instead of each getting an empty one.
         "spark.sql.hive.thriftServer.singleSession": "true",
     }
+    conf.update(jars.session_conf())  # Kafka, Avro and Delta: resolved by `make setup`
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     options = [f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_archive.java_options(spec.conf)]
     conf["spark.driver.extraJavaOptions"] = " ".join(options)

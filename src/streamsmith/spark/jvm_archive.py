@@ -25,18 +25,10 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from streamsmith.spark.jars import cache_dir, group_jars, installed, spark_jars
+
 RECORD_ENV = "STREAMSMITH_JVM_ARCHIVE_RECORD"  # set by the builder: record into this file
 SWITCH_ENV = "STREAMSMITH_JVM_ARCHIVE"  # "off" disables the archive
-CACHE_ENV = "STREAMSMITH_CACHE"
-
-
-def cache_dir() -> Path:
-    """Where streamsmith keeps machine-local caches: ``$STREAMSMITH_CACHE``, else
-    ``$XDG_CACHE_HOME/streamsmith``, else ``~/.cache/streamsmith``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "streamsmith"
 
 
 def java_binary() -> Path | None:
@@ -44,16 +36,6 @@ def java_binary() -> Path | None:
     home = os.environ.get("JAVA_HOME")
     found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     return Path(found).resolve() if found and Path(found).exists() else None
-
-
-def spark_jars() -> Path:
-    """The jars folder of the Spark the driver runs (``$SPARK_HOME`` or the pyspark wheel)."""
-    home = os.environ.get("SPARK_HOME")
-    if home:
-        return Path(home) / "jars"
-    import pyspark  # the wheel's own Spark distribution
-
-    return Path(pyspark.__file__).parent / "jars"
 
 
 def archive_path() -> Path | None:
@@ -75,8 +57,15 @@ def archive_path() -> Path | None:
         for jar in sorted(jars.iterdir()):
             stat = jar.stat()
             digest.update(f"{jar.name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    for jar in _extra_jars():  # the pinned connectors on the driver's classpath
+        stat = jar.stat()
+        digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     digest.update(os.environ.get("SPARK_DIST_CLASSPATH", "").encode())
     return cache_dir() / "jvm" / f"spark-{digest.hexdigest()[:16]}.jsa"
+
+
+def _extra_jars() -> list[Path]:
+    return group_jars("spark") if installed("spark") else []
 
 
 def java_options(conf: Mapping[str, object]) -> list[str]:

@@ -4,7 +4,7 @@ Each function here does one thing public PySpark cannot, and says why. Keeping t
 module keeps the rest of streamsmith on the public API, so a PySpark upgrade that moves a
 handle, or a port to Spark Connect (where the client has no JVM and every handle raises
 ``PySparkAttributeError`` with ``JVM_ATTRIBUTE_NOT_SUPPORTED``), is one file's work.
-streamsmith builds classic sessions only (``streamsmith.session.build_session``).
+streamsmith builds classic sessions only (``streamsmith.spark.session.build_session``).
 
 This module sits at the bottom layer: it imports pyspark, py4j and the standard library only.
 """
@@ -90,7 +90,7 @@ def exit_and_wait(timeout: float = 300.0) -> None:
 
     PySpark leaves its JVM running until the Python process ends; the JVM then notices
     its stdin close and exits on its own, after Python is gone. Whatever the JVM writes
-    as it exits (a class-data-sharing archive, ``streamsmith.jvm_archive``) is then not
+    as it exits (a class-data-sharing archive, ``streamsmith.spark.jvm_archive``) is then not
     finished when the command returns. This stops the session, closes the JVM's stdin
     (PySpark's own signal to exit) and waits for the process PySpark keeps as
     ``gateway.proc``.

@@ -119,6 +119,19 @@ def test_unreadable_spec_files(tmp_path: Path) -> None:
         load_spec(DEFAULT_SPEC, [broken])
 
 
+def test_a_spec_nested_too_deep_is_a_user_error_naming_the_file(tmp_path: Path) -> None:
+    from streamsmith.pipelines import load_pipeline
+
+    deep = tmp_path / "streamsmith.yml"
+    deep.write_text("name: deep\nsources: " + "[" * 10_000 + "]" * 10_000 + "\n")
+    with pytest.raises(UserError, match=f"spec file {deep} nests too deep to read"):
+        load_spec(DEFAULT_SPEC, [deep])
+    with pytest.raises(UserError, match=f"spec file {deep} nests too deep to read"):
+        load_pipeline(deep)
+    with pytest.raises(UserError, match="--set sources: the value nests too deep"):
+        load_spec(DEFAULT_SPEC, sets=["sources=" + "[" * 10_000 + "]" * 10_000])
+
+
 def test_storage_root_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("STREAMSMITH_ROOT", str(tmp_path / "env-root"))
     assert load_spec(DEFAULT_SPEC).root == tmp_path / "env-root"

@@ -23,6 +23,7 @@ from streamsmith.config.loading import (
     deep_merge,
     load_spec,
     load_spec_file,
+    read_spec_yaml,
 )
 from streamsmith.config.models import (
     FILE_FORMATS,
@@ -87,5 +88,6 @@ __all__ = [
     "parse_duration",
     "parse_trigger",
     "parser_options",
+    "read_spec_yaml",
     "spark_duration",
 ]

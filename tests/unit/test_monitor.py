@@ -221,6 +221,26 @@ def test_event_log_redacts_secrets_and_skips_a_torn_last_line(tmp_path: Path) ->
     assert events[0]["app"] == "app" and events[0]["pid"] > 0
 
 
+def test_a_corrupt_line_in_the_event_log_is_skipped_counted_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streamsmith.monitor.eventlog import LogFollower
+    from streamsmith.monitor.status_cache import cached_statuses
+
+    log = EventLog(tmp_path, "app")
+    log.write({"event": "started", "query": "app.f", "run_id": "r"})
+    with log.path.open("ab") as file:
+        file.write(b'{"event": "progress", "qu\x00\xff\n[1, 2]\n\n')  # a disk error, not JSON
+    log.write({"event": "failure", "query": "app.f", "message": "boom"})
+    expected = ["started", "failure"]
+    assert [e["event"] for e in read_events(tmp_path, "app")] == expected
+    follower = LogFollower(tmp_path, "app")
+    assert [e["event"] for e in follower.events()] == expected and follower.malformed == 2
+    assert [s.query for s in cached_statuses(tmp_path, "app")] == ["app.f"]  # status answers
+    warned = [r.getMessage() for r in caplog.records if "not a JSON object" in r.getMessage()]
+    assert warned and all(str(log.path) in message for message in warned)
+
+
 def test_spec_secrets_cover_dsn_webhook_and_kafka_passwords() -> None:
     spec = load_spec(
         {"app": "x", "sources": {"s": {"format": "text", "path": "in"}},

@@ -343,3 +343,14 @@ def test_side_interval_must_be_a_duration() -> None:
     app = get_app("ysb")
     with pytest.raises(UserError, match="side_interval"):
         load_spec(app.default_spec, sets=["side_interval=soon"])
+
+
+@pytest.mark.parametrize("name", ["../../../x", "a/b", "", "bad name"])
+def test_a_source_name_is_an_identifier_not_a_path(name: str) -> None:
+    document = {
+        "app": "x",
+        "sources": {name: {"format": "text", "path": "in"}},
+        "flows": {"f": {"source": name, "sink": {"table": "t"}}},
+    }
+    with pytest.raises(UserError, match=f"source name {name!r} must be an identifier"):
+        load_spec(document)

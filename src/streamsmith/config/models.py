@@ -594,6 +594,9 @@ class PipelineSpec(StrictModel):
 
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:
+        for name in self.sources:  # a source's name is a folder (its schema versions)
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"source name {name!r} must be an identifier (letters, digits, _)")
         for name, flow in self.flows.items():
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")

@@ -370,3 +370,31 @@ def test_a_run_keeps_the_status_fold_so_a_first_look_reads_little(tmp_path: Path
     (entry,) = kept["entries"].values()
     assert (entry["query"], entry["batches"], entry["quarantined"]) == ("q1", 1, 3)
     monitor.notifier.close()
+
+
+def test_a_webhook_url_without_a_scheme_is_refused_by_the_spec_and_survived_by_the_notifier(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from pydantic import SecretStr
+
+    from streamsmith.config import NotifySpec
+    from streamsmith.errors import UserError
+    from streamsmith.monitor.notify import Notifier
+
+    spec = {"app": "x", "sources": {"s": {"format": "text", "path": "in"}},
+            "flows": {"f": {"source": "s", "sink": {"table": "t"}}}}  # fmt: skip
+    with pytest.raises(UserError, match="url must be an http:// or https:// URL") as refused:
+        load_spec(spec, sets=["notify.webhook=hooks.example/x?token=s3cret"])
+    assert "s3cret" not in str(refused.value)
+    # Past the spec's check (built without it): the thread records each failure, goes on.
+    unchecked = NotifySpec.model_construct(webhook=SecretStr("hooks.example/x?token=s3cret"))
+    failures: list[tuple[str, str, object]] = []
+    notifier = Notifier(unchecked, lambda *failure: failures.append(failure))
+    for n in range(2):
+        notifier.send({"event": "failure", "app": "x", "query": "x.f", "message": str(n)})
+    notifier.close(wait_seconds=10)
+    assert [(channel, error.split(":")[0]) for channel, error, _ in failures] == [
+        ("webhook", "ValueError"),
+        ("webhook", "ValueError"),
+    ]
+    assert "s3cret" not in caplog.text

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
+from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.schemas.inference import (
     InferenceError,
     apply_hints,
@@ -68,7 +68,8 @@ def versions(folder: Path) -> list[SchemaVersion]:
     for path in folder.glob("*.json"):
         if not path.stem.isdigit():
             continue
-        document = json.loads(path.read_text(encoding="utf-8"))
+        remedy = "restore it from a backup, or remove it to infer this version again"
+        document = read_json_state(path, remedy)
         found.append(
             SchemaVersion(
                 version=int(document["version"]),
@@ -103,12 +104,8 @@ def record(
         sample=sample,
     )
     document = {**asdict(version), "schema": schema.jsonValue(), "sample": list(sample)}
-    staging = folder / f".{version.version}.json.{os.getpid()}"
-    staging.write_text(json.dumps(document, indent=2), encoding="utf-8")
-    try:
-        os.link(staging, folder / f"{version.version}.json")  # fails if it exists
-    finally:
-        staging.unlink()
+    text = json.dumps(document, indent=2)
+    write_durably(folder / f"{version.version}.json", text, exclusive=True)  # taken: fails
     return version
 
 

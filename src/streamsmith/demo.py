@@ -23,6 +23,7 @@ from rich.console import Console
 from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec
 from streamsmith.console import rows_table, say
+from streamsmith.errors import UserError
 from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.generate.deliver import Topic
 from streamsmith.generate.secops import SecopsData
@@ -50,13 +51,50 @@ QUESTIONS = {
 }
 
 
+DEMO_MARKER = ".streamsmith-demo"
+"""The file a demo writes into the root it creates: only a folder holding it is cleared."""
+
+
 def fresh_root(root: Path) -> Path:
-    """``root`` made absolute, writable and empty: a demo starts from nothing each time."""
-    root = root.resolve()
+    """``root`` made absolute, writable and empty: a demo starts from nothing each time.
+
+    Only a folder the demo itself made (it holds ``DEMO_MARKER``) is deleted; an empty
+    folder is used as it is. Anything else, and the current directory, the home directory,
+    ``/`` or a folder holding one of them, is refused: ``--root .`` must not wipe a project.
+    """
+    root = check_demo_root(root)
     check_storage_root(root.parent if not root.exists() else root)
     if root.exists():
         shutil.rmtree(root)
+    root.mkdir(parents=True)
+    (root / DEMO_MARKER).write_text("made by streamsmith demo: cleared by the next one\n")
     return root
+
+
+def check_demo_root(root: Path) -> Path:
+    """``root`` made absolute when a demo may clear it; UserError saying why not otherwise."""
+    root = root.resolve()
+    places = {"the current directory": Path.cwd(), "the home directory": Path.home()}
+    for kind, place in ((kind, place.resolve()) for kind, place in places.items()):
+        if root == place or root in place.parents:
+            what = "is" if root == place else "holds"
+            raise UserError(
+                f"--root {root} {what} {kind}, which a demo would clear: "
+                "give a new folder for the demo, e.g. --root streamsmith-demo"
+            )
+    if root == Path(root.anchor):
+        raise UserError(f"--root {root} is the file system's root: give a new folder")
+    if root.exists() and not (root.is_dir() and _made_by_a_demo_or_empty(root)):
+        raise UserError(
+            f"--root {root} exists and was not made by streamsmith demo (it has no "
+            f"{DEMO_MARKER} file): the demo clears its root, so give a new or empty folder, "
+            "or remove this one yourself"
+        )
+    return root
+
+
+def _made_by_a_demo_or_empty(folder: Path) -> bool:
+    return (folder / DEMO_MARKER).is_file() or not any(folder.iterdir())
 
 
 def run_cloudtrail_demo(
@@ -178,7 +216,7 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
     from streamsmith.io.lake import read_table, table_path
     from streamsmith.io.postgres.server import embedded_home, start_postgres, stop_postgres
 
-    if root.exists():
+    if check_demo_root(root).exists():  # a demo's own root: its server stops before clearing
         stop_postgres(embedded_home(root.resolve()), "immediate")
     root = fresh_root(root)
     started = time.monotonic()

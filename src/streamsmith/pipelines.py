@@ -23,7 +23,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -35,6 +34,7 @@ from streamsmith.config import (
     deep_merge,
     load_spec,
     load_spec_file,
+    read_spec_yaml,
 )
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.client import KafkaSourceError
@@ -78,7 +78,7 @@ def load_pipeline(
             storage_root=storage_root,
         )
         return app, spec
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    document = read_spec_yaml(path)
     library = load_libraries(document, folder, str(path))
     defaults = _flow_defaults(document, library)
     spec = load_spec_file(

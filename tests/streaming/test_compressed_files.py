@@ -1,6 +1,7 @@
 """Gzipped JSON lines: a file cut short gives its whole lines and one quarantined record
-with ``compression: gzip``; without it Spark's reader fails the query, and the failure
-says what to do instead of being retried forever."""
+with ``compression: gzip`` (a file of several gzip members gives them all); without it
+Spark's reader fails the query, and the failure says what to do instead of being retried
+forever."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def test_a_gzip_file_cut_short_gives_its_whole_lines_and_one_quarantined_record(
     folder = feed_project(tmp_path, "gz", schema="id string, n int", compression="gzip")
     (folder / "plain.jsonl").write_bytes(lines_of("p", 2) + b"\n   \n" + b'{"id": "broken\n')
     (folder / "whole.jsonl.gz").write_bytes(gzip.compress(lines_of("w", 3), mtime=0))
+    two_members = gzip.compress(lines_of("m", 2), mtime=0) + gzip.compress(lines_of("k", 2))
+    (folder / "joined.jsonl.gz").write_bytes(two_members)  # as `cat a.gz b.gz` makes
     packed = gzip.compress(lines_of("c", 2000), mtime=0)
     cut = packed[: len(packed) // 2]
     (folder / "cut.jsonl.gz").write_bytes(cut)
@@ -53,7 +56,8 @@ def test_a_gzip_file_cut_short_gives_its_whole_lines_and_one_quarantined_record(
 
     root = tmp_path / "data"
     ids = [row.id for row in read_table(spark, table_path(root, "events")).collect()]
-    assert sorted(ids) == sorted(["p0", "p1", "w0", "w1", "w2", *survivors])
+    whole = ["p0", "p1", "w0", "w1", "w2", "m0", "m1", "k0", "k1"]
+    assert sorted(ids) == sorted([*whole, *survivors])
     rejects = read_table(spark, table_path(root, "events_quarantine"))
     found = {row.source_file.rsplit("/", 1)[-1]: row for row in rejects.collect()}
     assert sorted(found) == ["cut.jsonl.gz", "plain.jsonl"]  # the blank line is no record

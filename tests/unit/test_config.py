@@ -119,6 +119,19 @@ def test_unreadable_spec_files(tmp_path: Path) -> None:
         load_spec(DEFAULT_SPEC, [broken])
 
 
+def test_a_spec_nested_too_deep_is_a_user_error_naming_the_file(tmp_path: Path) -> None:
+    from streamsmith.pipelines import load_pipeline
+
+    deep = tmp_path / "streamsmith.yml"
+    deep.write_text("name: deep\nsources: " + "[" * 10_000 + "]" * 10_000 + "\n")
+    with pytest.raises(UserError, match=f"spec file {deep} nests too deep to read"):
+        load_spec(DEFAULT_SPEC, [deep])
+    with pytest.raises(UserError, match=f"spec file {deep} nests too deep to read"):
+        load_pipeline(deep)
+    with pytest.raises(UserError, match="--set sources: the value nests too deep"):
+        load_spec(DEFAULT_SPEC, sets=["sources=" + "[" * 10_000 + "]" * 10_000])
+
+
 def test_storage_root_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("STREAMSMITH_ROOT", str(tmp_path / "env-root"))
     assert load_spec(DEFAULT_SPEC).root == tmp_path / "env-root"
@@ -330,3 +343,14 @@ def test_side_interval_must_be_a_duration() -> None:
     app = get_app("ysb")
     with pytest.raises(UserError, match="side_interval"):
         load_spec(app.default_spec, sets=["side_interval=soon"])
+
+
+@pytest.mark.parametrize("name", ["../../../x", "a/b", "", "bad name"])
+def test_a_source_name_is_an_identifier_not_a_path(name: str) -> None:
+    document = {
+        "app": "x",
+        "sources": {name: {"format": "text", "path": "in"}},
+        "flows": {"f": {"source": name, "sink": {"table": "t"}}},
+    }
+    with pytest.raises(UserError, match=f"source name {name!r} must be an identifier"):
+        load_spec(document)

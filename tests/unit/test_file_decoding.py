@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from streamsmith.config import SourceSpec
-from streamsmith.io.decoding import damaged_gzip, decode_lines
+from streamsmith.io.decoding import damaged_gzip, decode_document, decode_lines
 
 TEXT = b'{"a": 1}\r\n{"a": 2}\n\n  \n{"a": 3}\r{"a": 4}'
 
@@ -39,6 +39,35 @@ def test_corrupt_gzip_data_keeps_what_came_before_it() -> None:
     *whole, (_, error) = decode_lines(bytes(packed), skip_blank=True)
     assert error is not None and error.startswith("corrupt gzip data after byte")
     assert whole and whole[0] == ("line 0", None) and all(e is None for _, e in whole)
+
+
+def test_every_member_of_a_multi_member_gzip_file_is_decoded() -> None:
+    first = b"".join(b'{"n": %d}\n' % n for n in range(3))
+    second = b"".join(b'{"n": %d}\n' % n for n in range(3, 200_000))  # past one chunk
+    joined = gzip.compress(first, mtime=0) + gzip.compress(second, mtime=0) + b"\0" * 8
+    expected = [(f'{{"n": {n}}}', None) for n in range(200_000)]
+    assert gzip.decompress(joined) == first + second  # what `cat a.gz b.gz | zcat` gives
+    assert decode_lines(joined, skip_blank=True) == expected
+    assert decode_document(joined) == ((first + second).decode(), None)
+
+
+def test_data_after_the_last_gzip_member_that_is_not_gzip_is_reported() -> None:
+    packed = gzip.compress(b"a\nb\n", mtime=0)
+    assert decode_lines(packed + b"garbage", skip_blank=True) == [
+        ("a", None),
+        ("b", None),
+        ("", f"data after the gzip stream at byte {len(packed)} is not gzip"),
+    ]
+
+
+def test_a_gzip_bomb_is_refused_as_too_large_without_inflating_it_whole() -> None:
+    bomb = gzip.compress(b"\0" * 10_000_000, mtime=0)  # about 10 KB -> 10 MB
+    refused = "file too large: decompresses to more than 1000000 bytes"
+    [(raw, error)] = decode_lines(bomb, skip_blank=True, max_bytes=1_000_000)
+    assert raw == "" and error is not None and error.startswith(refused)
+    text, error = decode_document(bomb + bomb, max_bytes=15_000_000)  # counted across members
+    assert text == "" and error is not None and error.startswith("file too large")
+    assert decode_document(bomb, max_bytes=10_000_000) == ("\0" * 10_000_000, None)
 
 
 def test_a_line_that_is_not_utf8_costs_itself_only() -> None:

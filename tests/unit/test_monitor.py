@@ -221,6 +221,26 @@ def test_event_log_redacts_secrets_and_skips_a_torn_last_line(tmp_path: Path) ->
     assert events[0]["app"] == "app" and events[0]["pid"] > 0
 
 
+def test_a_corrupt_line_in_the_event_log_is_skipped_counted_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streamsmith.monitor.eventlog import LogFollower
+    from streamsmith.monitor.status_cache import cached_statuses
+
+    log = EventLog(tmp_path, "app")
+    log.write({"event": "started", "query": "app.f", "run_id": "r"})
+    with log.path.open("ab") as file:
+        file.write(b'{"event": "progress", "qu\x00\xff\n[1, 2]\n\n')  # a disk error, not JSON
+    log.write({"event": "failure", "query": "app.f", "message": "boom"})
+    expected = ["started", "failure"]
+    assert [e["event"] for e in read_events(tmp_path, "app")] == expected
+    follower = LogFollower(tmp_path, "app")
+    assert [e["event"] for e in follower.events()] == expected and follower.malformed == 2
+    assert [s.query for s in cached_statuses(tmp_path, "app")] == ["app.f"]  # status answers
+    warned = [r.getMessage() for r in caplog.records if "not a JSON object" in r.getMessage()]
+    assert warned and all(str(log.path) in message for message in warned)
+
+
 def test_spec_secrets_cover_dsn_webhook_and_kafka_passwords() -> None:
     spec = load_spec(
         {"app": "x", "sources": {"s": {"format": "text", "path": "in"}},
@@ -350,3 +370,31 @@ def test_a_run_keeps_the_status_fold_so_a_first_look_reads_little(tmp_path: Path
     (entry,) = kept["entries"].values()
     assert (entry["query"], entry["batches"], entry["quarantined"]) == ("q1", 1, 3)
     monitor.notifier.close()
+
+
+def test_a_webhook_url_without_a_scheme_is_refused_by_the_spec_and_survived_by_the_notifier(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from pydantic import SecretStr
+
+    from streamsmith.config import NotifySpec
+    from streamsmith.errors import UserError
+    from streamsmith.monitor.notify import Notifier
+
+    spec = {"app": "x", "sources": {"s": {"format": "text", "path": "in"}},
+            "flows": {"f": {"source": "s", "sink": {"table": "t"}}}}  # fmt: skip
+    with pytest.raises(UserError, match="url must be an http:// or https:// URL") as refused:
+        load_spec(spec, sets=["notify.webhook=hooks.example/x?token=s3cret"])
+    assert "s3cret" not in str(refused.value)
+    # Past the spec's check (built without it): the thread records each failure, goes on.
+    unchecked = NotifySpec.model_construct(webhook=SecretStr("hooks.example/x?token=s3cret"))
+    failures: list[tuple[str, str, object]] = []
+    notifier = Notifier(unchecked, lambda *failure: failures.append(failure))
+    for n in range(2):
+        notifier.send({"event": "failure", "app": "x", "query": "x.f", "message": str(n)})
+    notifier.close(wait_seconds=10)
+    assert [(channel, error.split(":")[0]) for channel, error, _ in failures] == [
+        ("webhook", "ValueError"),
+        ("webhook", "ValueError"),
+    ]
+    assert "s3cret" not in caplog.text

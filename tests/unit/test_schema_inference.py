@@ -20,6 +20,7 @@ from streamsmith.io.schema_store import (
     record,
     schema_dir,
     to_ddl,
+    value_sample,
     versions,
 )
 from streamsmith.pipelines import load_pipeline
@@ -85,6 +86,27 @@ def test_versions_are_stored_once_and_read_back(tmp_path: Path) -> None:
     with pytest.raises(InferenceError, match="schema_hints name field.* nope, which no sampled"):
         hint = parse_schema("nope int")
         inferred_schema(tmp_path / "other", lambda: file_sample(folder, None), hint)
+
+
+def nested(depth: int) -> dict[str, object]:
+    """A record ``depth`` objects deep, built without recursion."""
+    value: dict[str, object] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_a_record_nested_too_deep_is_left_out_of_the_sample_as_malformed(tmp_path: Path) -> None:
+    deep = '{"a": ' * 10_000 + "1" + "}" * 10_000
+    (tmp_path / "a.jsonl").write_text(deep + '\n{"k": "x", "n": 1}\n')
+    assert file_sample(tmp_path, None).records == [("a.jsonl:2", {"k": "x", "n": 1})]
+    values = [("t@0", deep.encode()), ("t@1", b'{"k": "y"}')]
+    assert value_sample(values, "topic t").records == [("t@1", {"k": "y"})]
+    store = tmp_path / "store"
+    schema = inferred_schema(store, lambda: file_sample(tmp_path, None), None).schema
+    assert to_ddl(schema) == "k string, n bigint"
+    # Parsed already (Python's parser takes 900 levels): inference leaves it out too.
+    assert to_ddl(infer_schema(sample(nested(900), {"k": "z"}))) == "k string"
 
 
 SPEC = {

@@ -179,7 +179,7 @@ def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str)
     if fmt == "csv":
         import csv
 
-        writer = csv.writer(sys.stdout)
+        writer = csv.writer(sys.stdout, lineterminator="\n")  # as the other formats end lines
         writer.writerow(columns)
         writer.writerows([["" if v is None else v for v in row] for row in rows])
         return

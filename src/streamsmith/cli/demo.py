@@ -20,7 +20,12 @@ def demo(
         ),
     ] = "secops",
     root: Annotated[
-        Path | None, typer.Option("--root", help="Demo storage root; cleared first.")
+        Path | None,
+        typer.Option(
+            "--root",
+            help="Demo storage root: a new or empty folder, or one an earlier demo made "
+            "(cleared first); any other folder is refused.",
+        ),
     ] = None,
 ) -> None:
     """Run an app end to end on generated data and show what landed."""

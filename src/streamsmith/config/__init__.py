@@ -23,6 +23,7 @@ from streamsmith.config.loading import (
     deep_merge,
     load_spec,
     load_spec_file,
+    read_spec_yaml,
 )
 from streamsmith.config.models import (
     FILE_FORMATS,
@@ -35,6 +36,7 @@ from streamsmith.config.models import (
     ExpectAction,
     ExpectationSpec,
     FlowSpec,
+    HttpUrlSecret,
     KafkaSpec,
     LibraryGlob,
     LibrarySpec,
@@ -64,6 +66,7 @@ __all__ = [
     "ExpectAction",
     "ExpectationSpec",
     "FlowSpec",
+    "HttpUrlSecret",
     "KafkaSpec",
     "LibraryGlob",
     "LibrarySpec",
@@ -87,5 +90,6 @@ __all__ = [
     "parse_duration",
     "parse_trigger",
     "parser_options",
+    "read_spec_yaml",
     "spark_duration",
 ]

@@ -43,7 +43,7 @@ def load_spec_file(
     falls back on the only source and the lake table of its name."""
     folder = path.parent
     if flows is None:
-        flows = _reader_flow_defaults(_read_yaml(path))
+        flows = _reader_flow_defaults(read_spec_yaml(path))
     spec = load_spec(
         {"storage_root": str(folder / "streamsmith-data"), "flows": dict(flows)},
         [path, *files],
@@ -89,7 +89,7 @@ def load_spec(
     if env_root:
         merged["storage_root"] = env_root
     for path in files:
-        document = _read_yaml(path)
+        document = read_spec_yaml(path)
         origins.append((str(path), document))
         merged = deep_merge(merged, document)
     set_layer: dict[str, Any] = {}
@@ -114,13 +114,19 @@ def load_spec(
     return spec
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_spec_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a spec file holds; UserError naming the file when it is missing, is not
+    YAML, nests deeper than the parser can follow (RecursionError) or is not a mapping."""
     if not path.is_file():
         raise UserError(f"spec file {path} does not exist: check the path given to -f")
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise UserError(f"spec file {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+    except RecursionError:
+        raise UserError(
+            f"spec file {path} nests too deep to read: a spec is a few levels of keys"
+        ) from None
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -138,6 +144,8 @@ def _parse_assignment(assignment: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except RecursionError:
+        raise UserError(f"--set {key.strip()}: the value nests too deep to read") from None
     return key.strip(), value
 
 

@@ -412,6 +412,18 @@ class SmtpSpec(StrictModel):
 NotifyEvent = Literal["failure", "restart", "gave_up", "alert", "schema_change"]
 
 
+def _an_http_url(url: SecretStr) -> SecretStr:
+    """``url`` when it is http(s) with a host: checked when the spec loads, so a delivery
+    thread never meets a URL it cannot post to. The message leaves the URL (a secret) out."""
+    if not re.match(r"https?://[^/?#\s]+", url.get_secret_value()):
+        raise ValueError("url must be an http:// or https:// URL with a host")
+    return url
+
+
+HttpUrlSecret = Annotated[SecretStr, AfterValidator(_an_http_url)]
+"""A webhook's URL: a secret (it often holds a token), http:// or https:// with a host."""
+
+
 class NotifySpec(StrictModel):
     """Who hears about failures, restarts and alerts: a webhook (JSON POST) and/or e-mail.
 
@@ -420,7 +432,9 @@ class NotifySpec(StrictModel):
     never stops a query. The webhook URL is treated as a secret (it often holds a token).
     """
 
-    webhook: SecretStr | None = Field(default=None, description="URL to POST events to (a secret)")
+    webhook: HttpUrlSecret | None = Field(
+        default=None, description="http(s) URL to POST events to (a secret)"
+    )
     smtp: SmtpSpec | None = None
     timeout: Duration = Field(default="5s", description="the longest wait for one delivery")
     retries: int = Field(default=3, ge=0, description="further attempts of a failed delivery")
@@ -594,6 +608,9 @@ class PipelineSpec(StrictModel):
 
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:
+        for name in self.sources:  # a source's name is a folder (its schema versions)
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"source name {name!r} must be an identifier (letters, digits, _)")
         for name, flow in self.flows.items():
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")

@@ -14,18 +14,23 @@ from urllib.parse import unquote, urlparse
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 16  # compressed bytes decoded at a time
+MAX_DECOMPRESSED_BYTES = 1 << 30
+"""The default cap on one file's decompressed size (1 GiB): a file that inflates past it
+is quarantined as too large instead of taking unbounded memory in a decoder."""
 _UNREADABLE = re.compile(
     r"FAILED_READ_FILE\S*\] Encountered error while reading file (file:\S+?\.gz)\.\s"
 )
 
 
-def decode_document(content: bytes) -> tuple[str, str | None]:
+def decode_document(
+    content: bytes, *, max_bytes: int = MAX_DECOMPRESSED_BYTES
+) -> tuple[str, str | None]:
     """Bytes of one file -> ``(text, error)``; gzip is detected by its magic number.
 
     On failure the text is what could be decoded before the error (for the quarantine's
     raw payload) and the error says what went wrong and at which byte.
     """
-    data, error = _decompressed(content)
+    data, error = _decompressed(content, max_bytes)
     if error is not None:
         return data.decode("utf-8", errors="replace"), error
     try:
@@ -34,16 +39,19 @@ def decode_document(content: bytes) -> tuple[str, str | None]:
         return data.decode("utf-8", errors="replace"), f"not UTF-8 text at byte {exc.start}"
 
 
-def decode_lines(content: bytes, *, skip_blank: bool) -> list[tuple[str, str | None]]:
+def decode_lines(
+    content: bytes, *, skip_blank: bool, max_bytes: int = MAX_DECOMPRESSED_BYTES
+) -> list[tuple[str, str | None]]:
     """Bytes of one JSON-lines or text file -> its lines as ``(text, error)``.
 
     Lines end as Spark's text reader ends them (``\\n``, ``\\r\\n`` or ``\\r``). A
     gzip stream cut short or corrupt gives every line before the damage, then one
-    ``(the decodable tail, why)``: the lines after it were never readable. A line that is
+    ``(the decodable tail, why)``: the lines after it were never readable. A file that
+    decompresses past ``max_bytes`` gives one ``("", "file too large: ...")``. A line that is
     not UTF-8 comes with its invalid bytes as U+FFFD and the reason, so one bad line
     costs itself only. ``skip_blank`` leaves out blank lines, as Spark's JSON reader does.
     """
-    data, error = _decompressed(content)
+    data, error = _decompressed(content, max_bytes)
     tail = b""
     if error is not None:
         end = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
@@ -62,25 +70,53 @@ def decode_lines(content: bytes, *, skip_blank: bool) -> list[tuple[str, str | N
     return lines
 
 
-def _decompressed(content: bytes) -> tuple[bytes, str | None]:
-    """``content`` gunzipped if it starts with gzip's magic number: ``(data, error)``,
-    with the data decoded before a corruption or a cut kept."""
+def _decompressed(content: bytes, max_bytes: int) -> tuple[bytes, str | None]:
+    """``content`` gunzipped if it starts with gzip's magic number: ``(data, error)``.
+
+    Every member is decoded, as ``gzip`` and ``zcat`` do: ``cat a.gz b.gz``, log shippers
+    and rotated logs make files of several. The data decoded before a corruption or a cut
+    is kept; a file that decompresses to more than ``max_bytes`` (a gzip bomb) gives no
+    data and says so, having held at most ``max_bytes`` in memory.
+    """
     if content[:2] != _GZIP_MAGIC:
         return content, None
-    decompressor = zlib.decompressobj(wbits=31)
     parts: list[bytes] = []
-    for start in range(0, len(content), _CHUNK):  # in steps, to keep what precedes damage
-        try:
-            parts.append(decompressor.decompress(content[start : start + _CHUNK]))
+    size = 0
+    decompressor = zlib.decompressobj(wbits=31)
+    pending = b""  # compressed bytes fed but not yet decoded (the output limit stopped it)
+    fed = 0  # compressed bytes taken from ``content``
+    while True:
+        if not pending:
+            if fed >= len(content):
+                break
+            pending, fed = content[fed : fed + _CHUNK], min(fed + _CHUNK, len(content))
+        try:  # in steps, to keep what precedes damage and to stop a bomb early
+            data = decompressor.decompress(pending, max_bytes - size + 1)
         except zlib.error as exc:
-            return b"".join(parts), f"corrupt gzip data after byte {start} ({exc})"
-        if decompressor.eof:
-            break
-    parts.append(decompressor.flush())
-    if not decompressor.eof:
-        message = f"truncated gzip file: stream ends after {len(content)} bytes"
-        return b"".join(parts), message
-    return b"".join(parts), None
+            return b"".join(parts), f"corrupt gzip data after byte {fed - len(pending)} ({exc})"
+        parts.append(data)
+        size += len(data)
+        if size > max_bytes:
+            return b"", _too_large(max_bytes)
+        pending = decompressor.unconsumed_tail
+        if decompressor.eof:  # a member ends: another may follow (gzip allows zero padding)
+            at = fed - len(decompressor.unused_data)
+            while at < len(content) and content[at] == 0:
+                at += 1
+            if at == len(content):
+                return b"".join(parts), None
+            if content[at : at + 2] != _GZIP_MAGIC:
+                return b"".join(parts), f"data after the gzip stream at byte {at} is not gzip"
+            decompressor = zlib.decompressobj(wbits=31)
+            pending, fed = b"", at
+    return b"".join(parts), f"truncated gzip file: stream ends after {len(content)} bytes"
+
+
+def _too_large(max_bytes: int) -> str:
+    return (
+        f"file too large: decompresses to more than {max_bytes} bytes "
+        "(the decoder's max_bytes; a gzip bomb is refused rather than held in memory)"
+    )
 
 
 _UNREADABLE = re.compile(
@@ -100,5 +136,5 @@ def damaged_gzip(error: str) -> tuple[Path, str] | None:
         content = path.read_bytes()
     except OSError:  # gone or unreadable now: the error may not be the file's
         return None
-    _, damage = _decompressed(content)
+    _, damage = _decompressed(content, MAX_DECOMPRESSED_BYTES)
     return None if damage is None else (path, damage)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -20,7 +19,13 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from streamsmith.schemas.inference import InferenceError, apply_hints, infer_schema
+from streamsmith.io.state_files import read_json_state, write_durably
+from streamsmith.schemas.inference import (
+    InferenceError,
+    apply_hints,
+    infer_schema,
+    nests_deeper_than,
+)
 
 SCHEMAS_DIR = "schemas"
 
@@ -63,7 +68,8 @@ def versions(folder: Path) -> list[SchemaVersion]:
     for path in folder.glob("*.json"):
         if not path.stem.isdigit():
             continue
-        document = json.loads(path.read_text(encoding="utf-8"))
+        remedy = "restore it from a backup, or remove it to infer this version again"
+        document = read_json_state(path, remedy)
         found.append(
             SchemaVersion(
                 version=int(document["version"]),
@@ -98,12 +104,8 @@ def record(
         sample=sample,
     )
     document = {**asdict(version), "schema": schema.jsonValue(), "sample": list(sample)}
-    staging = folder / f".{version.version}.json.{os.getpid()}"
-    staging.write_text(json.dumps(document, indent=2), encoding="utf-8")
-    try:
-        os.link(staging, folder / f"{version.version}.json")  # fails if it exists
-    finally:
-        staging.unlink()
+    text = json.dumps(document, indent=2)
+    write_durably(folder / f"{version.version}.json", text, exclusive=True)  # taken: fails
     return version
 
 
@@ -167,12 +169,25 @@ def value_sample(values: list[tuple[str, bytes]], place: str) -> InputSample:
     not parse is left to the run, which quarantines it."""
     records = []
     for where, value in values:
-        try:
-            records.append((where, json.loads(value)))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
+        parsed = _parsed(value)
+        if parsed is not _MALFORMED:
+            records.append((where, parsed))
     read_from = tuple(dict.fromkeys(where.rpartition("@")[0] for where, _ in values))
     return InputSample(records, read_from, place)
+
+
+_MALFORMED = object()
+
+
+def _parsed(text: str | bytes) -> Any:
+    """``text`` parsed as JSON, or ``_MALFORMED`` when it is not JSON or nests too deep
+    (Python's parser raises RecursionError; inference leaves out past MAX_NESTING): such
+    a record is left out of the sample, and the run quarantines what it cannot read."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return _MALFORMED
+    return _MALFORMED if nests_deeper_than(value) else value
 
 
 def _sample_files(folder: Path, glob: str | None) -> list[Path]:
@@ -196,9 +211,8 @@ def _records(files: list[Path]) -> Iterator[tuple[str, Any]]:
                 for number, line in enumerate(lines, 1):
                     if not line.strip():
                         continue
-                    try:
-                        value = json.loads(line)
-                    except json.JSONDecodeError:
+                    value = _parsed(line)
+                    if value is _MALFORMED:
                         continue
                     yield f"{path.name}:{number}", value
                     count += 1

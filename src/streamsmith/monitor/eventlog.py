@@ -2,7 +2,10 @@
 
 One JSON-lines file per process under ``<storage_root>/_monitor/events``, appended and
 flushed line by line, so ``status`` and the dashboard can read it while the run goes on
-and after it ends (or was killed: a torn last line is skipped). ``streamsmith query``
+and after it ends (or was killed: a torn last line is skipped). A line that is not a JSON
+object anywhere else (a disk error, an edit) is skipped too, counted and logged as a
+warning naming the file and where: one bad line must not blank ``status`` or the
+dashboard. ``streamsmith query``
 reads the same files as the table ``streamsmith_events``.
 
 Secrets (a PostgreSQL DSN or password, a webhook URL, Kafka passwords) are replaced by
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
 import threading
 import time
@@ -24,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
 
 EVENTS_DIR = Path("_monitor") / "events"
 EVENTS_VIEW = "streamsmith_events"
@@ -141,11 +147,13 @@ def read_events(root: Path, app: str | None = None) -> list[dict[str, Any]]:
 class LogTail:
     """The whole lines of one log from byte ``offset`` on, read in chunks as iterated;
     ``offset`` then says where the next read starts. A line still being written (or torn
-    by a kill) is left for a later read."""
+    by a kill) is left for a later read; a malformed whole line is skipped and counted
+    in ``malformed``."""
 
     def __init__(self, path: Path, offset: int = 0) -> None:
         self.path = path
         self.offset = offset
+        self.malformed = 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         with self.path.open("rb") as log:
@@ -155,16 +163,33 @@ class LogTail:
                 data = rest + chunk
                 end = data.rfind(b"\n") + 1
                 for line in data[:end].split(b"\n")[:-1]:
-                    if line.strip():
-                        yield self._parsed(line)
+                    event = _event(line)
+                    if event is _MALFORMED:
+                        self.malformed += 1
+                        _warn_malformed(self.path, f"byte {self.offset}")
+                    elif event is not None:
+                        yield event
                     self.offset += len(line) + 1
                 rest = data[end:]
 
-    def _parsed(self, line: bytes) -> dict[str, Any]:
-        try:
-            return dict(json.loads(line))
-        except json.JSONDecodeError:
-            raise ValueError(f"event log {self.path} is not JSON at byte {self.offset}") from None
+
+_MALFORMED: dict[str, Any] = {}  # what _event gives for a line that is no event
+
+
+def _event(line: bytes | str) -> dict[str, Any] | None:
+    """One line of a log as its event: None for a blank line, ``_MALFORMED`` for one that
+    is not a JSON object."""
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:  # not JSON, or not UTF-8
+        return _MALFORMED
+    return event if isinstance(event, dict) else _MALFORMED
+
+
+def _warn_malformed(path: Path, where: str) -> None:
+    log.warning("event log %s: the line at %s is not a JSON object, skipped", path, where)
 
 
 class LogFollower:
@@ -177,6 +202,7 @@ class LogFollower:
         self.root = root
         self.app = app
         self.offsets = dict(offsets or {})
+        self.malformed = 0  # lines skipped so far, as not JSON objects
 
     def rewritten(self) -> bool:
         """Whether the logs read changed other than by growing (one shrank or was pruned)
@@ -196,6 +222,7 @@ class LogFollower:
             if self.app is None or event.get("app") == self.app:
                 yield event
         self.offsets = {tail.path.name: tail.offset for tail in tails}
+        self.malformed += sum(tail.malformed for tail in tails)
 
 
 def log_files(root: Path, app: str | None) -> list[Path]:
@@ -207,16 +234,15 @@ def log_files(root: Path, app: str | None) -> list[Path]:
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of one log; a process killed mid-write leaves a torn last line."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """The records of one log; a process killed mid-write leaves a torn last line, which
+    is skipped silently; any other malformed line is skipped with a warning."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
-            if number != len(lines):
-                raise ValueError(f"event log {path} line {number} is not JSON") from None
+        event = _event(line)
+        if event is _MALFORMED and number != len(lines):
+            _warn_malformed(path, f"line {number}")
+        elif event is not None and event is not _MALFORMED:
+            yield event
 
 
 def event_frame(spark: SparkSession, root: Path) -> DataFrame:

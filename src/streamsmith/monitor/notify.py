@@ -2,8 +2,9 @@
 
 Deliveries run on one background thread, so a slow or dead receiver never holds up a
 query or the listener bus. Each delivery is tried ``1 + retries`` times with a bounded
-timeout and a short backoff; one that still fails is reported to ``on_failure`` (the
-event log records it), never raised into the stream.
+timeout and a short backoff; one that still fails, or fails in any other way (a bug, a
+URL the spec check let by), is reported to ``on_failure`` (the event log records
+``notify_failed``), never raised into the stream nor allowed to stop the thread.
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ class Notifier:
             except (OSError, smtplib.SMTPException, urllib.error.URLError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s notification attempt %d failed: %s", channel, attempt + 1, error)
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any error
+                # Not a network failure, so a retry would fail alike: recorded (as
+                # notify_failed) and the next event delivered, never a dead thread.
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("%s notification failed: %s", channel, type(exc).__name__)
+                break
         self.on_failure(channel, error, event)
 
 

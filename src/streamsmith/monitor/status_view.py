@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from streamsmith.console import printable
 from streamsmith.monitor.status import QueryStatus
 
 # The side queries a flow may have, by the suffix of their names (see runtime.plan).
@@ -97,7 +98,7 @@ def compact_lines(
             lines += _split(f"flow {flow}", 2, width)
             for row in members:
                 lines += layout.render(row)
-    return lines
+    return [printable(line) for line in lines]  # names and errors come from the data
 
 
 def _by_role(member: tuple[str, QueryStatus]) -> int:

@@ -33,6 +33,7 @@ from pyspark.sql.types import DataType
 
 from streamsmith.io.sinks.base import UpgradeRules
 from streamsmith.io.sources.base import Source
+from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.schemas.ddl import DDLError, parse_schema
@@ -100,16 +101,15 @@ def _target(output: Output) -> str:
 def record_fingerprint(checkpoint: Path, print_: dict[str, Any]) -> None:
     """Keep the fingerprint of the code that is now running this checkpoint."""
     checkpoint.mkdir(parents=True, exist_ok=True)
-    staging = checkpoint / f".{FINGERPRINT_FILE}.tmp"
-    staging.write_text(json.dumps(print_, indent=1), encoding="utf-8")
-    staging.replace(checkpoint / FINGERPRINT_FILE)
+    write_durably(checkpoint / FINGERPRINT_FILE, json.dumps(print_, indent=1))
 
 
 def stored_fingerprint(checkpoint: Path) -> dict[str, Any] | None:
     path = checkpoint / FINGERPRINT_FILE
     if not path.is_file():
         return None
-    stored: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    remedy = "remove it; the next run records the running code's fingerprint again"
+    stored: dict[str, Any] = read_json_state(path, remedy)
     return stored
 
 

@@ -43,6 +43,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType, Ti
 from streamsmith.config import Trigger, parse_duration
 from streamsmith.io.lake import replace_batch_files, save_schema, start_foreach_batch
 from streamsmith.io.sources.base import SourceKind
+from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import LATE_METRIC
 from streamsmith.runtime.app import EventTime
@@ -88,8 +89,9 @@ class MaxEventTimes:
 
     def watermark_before(self, batch_id: int, delay_us: int) -> int | None:
         """Spark's watermark for ``batch_id``: None before any event time was seen."""
+        remedy = "remove it (the late split then leaves that batch's event times out)"
         seen = [
-            int(file.read_text(encoding="utf-8"))
+            int(read_json_state(file, remedy))
             for file in self.folder.glob("[0-9]*")
             if int(file.name) < batch_id
         ]
@@ -99,9 +101,7 @@ class MaxEventTimes:
         if max_us is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        staging = self.folder / f".{batch_id}.tmp"
-        staging.write_text(str(max_us), encoding="utf-8")
-        staging.replace(self.folder / str(batch_id))
+        write_durably(self.folder / str(batch_id), str(max_us))
 
 
 def start_late_stream(

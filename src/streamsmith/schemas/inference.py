@@ -35,6 +35,26 @@ _TIMESTAMP = re.compile(
 )
 
 
+MAX_NESTING = 100
+"""How deep a sampled record may nest (objects and arrays): a deeper one is left out of
+the sample as malformed, as no schema is that deep and following it would exhaust
+Python's recursion limit (a 10,000-level record crashed inference)."""
+
+
+def nests_deeper_than(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` (parsed JSON) nests objects and arrays more than ``limit`` deep;
+    walked without recursion, so any depth is answered."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping | list):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, Mapping) else item
+            pending.extend((child, depth + 1) for child in children)
+    return False
+
+
 class InferenceError(ValueError):
     """The sample cannot decide a schema; the message names the field and the records."""
 
@@ -52,10 +72,13 @@ class _Seen:
 def infer_schema(records: Iterable[tuple[str, Any]], hints: StructType | None = None) -> StructType:
     """The schema of ``records`` (``(where, parsed JSON)`` pairs; ``where`` names the
     file and line, for errors), with ``hints`` deciding the type of the fields they
-    name. Fields keep the order in which they were first seen."""
+    name. Fields keep the order in which they were first seen. A record nested deeper
+    than MAX_NESTING is left out, as malformed (the run quarantines what it cannot read)."""
     root = _Seen(StructType(), "")
     count = 0
     for where, record in records:
+        if nests_deeper_than(record):
+            continue
         count += 1
         if not isinstance(record, Mapping):
             raise InferenceError(

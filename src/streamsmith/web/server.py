@@ -76,7 +76,8 @@ class Dashboard:
                 self._fold, self._follower.offsets = DashboardFold(), {}
             for event in self._follower.events():
                 self._fold.add(event)
-            return {"root": str(self.root), **self._fold.data()}
+            skipped = self._follower.malformed  # event-log lines that are no JSON object
+            return {"root": str(self.root), "malformed_event_lines": skipped, **self._fold.data()}
 
     def allowed(self, path: str, authorization: str | None) -> bool:
         if not self.token:

@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from streamsmith.errors import UserError
+from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.processes import free_port
 
 STATE_FILE = "server.json"
@@ -263,16 +264,13 @@ def _read_state(home: Path) -> dict[str, str | int] | None:
     file = home / STATE_FILE
     if not file.is_file():
         return None
-    state: dict[str, str | int] = json.loads(file.read_text(encoding="utf-8"))
+    remedy = "stop the server (`streamsmith db stop`), remove the file and start it again"
+    state: dict[str, str | int] = read_json_state(file, remedy)
     return state
 
 
 def _write_state(server: PostgresServer) -> None:
     file = server.home / STATE_FILE
-    staging = server.home / f".{STATE_FILE}.tmp"
-    staging.touch(mode=0o600)
-    staging.chmod(0o600)
     state = {"port": server.port, "user": server.user, "database": server.database,
              "password": server.password}  # fmt: skip
-    staging.write_text(json.dumps(state, indent=2), encoding="utf-8")
-    staging.replace(file)
+    write_durably(file, json.dumps(state, indent=2), mode=0o600)

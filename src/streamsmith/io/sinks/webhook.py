@@ -3,14 +3,13 @@ rows not delivered land in the lake table ``table`` with their error."""
 
 from __future__ import annotations
 
-import re
 from typing import ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.config import ConfValue
+from streamsmith.config import ConfValue, HttpUrlSecret
 from streamsmith.io.sinks.base import (
     LakeBackedSink,
     LakeTableOptions,
@@ -25,15 +24,8 @@ class WebhookOptions(LakeTableOptions):
     """``url``: where to POST (a secret); ``table``: the lake table of failed deliveries;
     ``options``: ``timeout``, ``retries``, ``deadline`` (the most a batch waits)."""
 
-    url: SecretStr
+    url: HttpUrlSecret
     options: dict[str, ConfValue] = Field(default_factory=dict)
-
-    @field_validator("url")
-    @classmethod
-    def _an_http_url(cls, url: SecretStr) -> SecretStr:
-        if not re.match(r"https?://[^/?#\s]+", url.get_secret_value()):
-            raise ValueError("url must be an http:// or https:// URL with a host")
-        return url
 
 
 class WebhookSink(LakeBackedSink):

@@ -81,8 +81,13 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
 
 
 def producer_config(kafka_conf: Mapping[str, str]) -> dict[str, Any]:
-    """An idempotent, fully acknowledged producer; user ``kafka.*`` settings win."""
+    """An idempotent, fully acknowledged producer; user ``kafka.*`` settings win.
+
+    Keyed records go where Java producers and Spark's Kafka sink put them (murmur2 of the
+    key; librdkafka's own default hashes with CRC32), so one key stays on one partition
+    whichever connector or client wrote it."""
     conf: dict[str, Any] = {
+        "partitioner": "murmur2_random",
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,

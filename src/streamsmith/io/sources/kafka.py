@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JVM_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+# Records of aborted (and still open) transactions are never read: librdkafka's default,
+# and so streamsmith's connector's; Spark's connector would read them by default.
+READ_COMMITTED = "read_committed"
 
 _SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 
@@ -112,6 +115,8 @@ def read_kafka(
             options.setdefault("maxPackedTasks", spark.sparkContext.defaultParallelism)
     else:  # options streamsmith's runtime sets for its own connector only
         options = {k: v for k, v in options.items() if not _python_only(k)}
+        if "kafka.isolation.level" not in keys:  # as librdkafka, whichever path reads
+            options["kafka.isolation.level"] = READ_COMMITTED
     reader = (spark.readStream if streaming else spark.read).format(fmt)
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))

@@ -1,0 +1,172 @@
+"""What a real Apache Kafka broker offers, read through ``format: kafka`` on Spark's own
+connector: transactions (aborted records never reach a table), starting offsets by
+timestamp, compacted topics, and murmur2 partitioning shared by every writer."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+
+from streamsmith.config import SourceSpec
+from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.io.kafka.sink import producer_config
+from streamsmith.io.sources.kafka import kafka_format, read_kafka
+
+
+def source(broker: EmbeddedBroker, topic: str, **options: str) -> SourceSpec:
+    return SourceSpec(
+        format="kafka",
+        options={"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, **options},
+    )
+
+
+def values(frame: DataFrame) -> list[str]:
+    return sorted(row.value.decode() for row in frame.select("value").collect())
+
+
+def drained(spark: SparkSession, spec: SourceSpec, base: Path) -> list[str]:
+    """The records a catch-up (availableNow) of ``spec`` writes to a Parquet table."""
+    query = (
+        read_kafka(spark, spec, streaming=True)
+        .select("value")
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(base / "cp"))
+        .trigger(availableNow=True)
+        .start(str(base / "out"))
+    )
+    try:
+        query.awaitTermination()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    return values(spark.read.parquet(str(base / "out")))
+
+
+def test_format_kafka_runs_on_sparks_connector(spark: SparkSession, broker: EmbeddedBroker) -> None:
+    assert kafka_format(spark, source(broker, "any")) == "kafka"
+
+
+def test_aborted_transactions_never_reach_a_table(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, tmp_path: Path
+) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=f"{outcome}-{i}".encode(), partition=i % 3)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    spec = source(broker, topic, startingOffsets="earliest")
+
+    landed = drained(spark, spec, tmp_path)
+    batch = values(read_kafka(spark, spec, streaming=False))
+
+    assert landed == batch == sorted([f"commit-{i}" for i in range(5)] * 2)
+
+
+def test_starting_offsets_by_timestamp(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, tmp_path: Path
+) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    base_ms = 1_700_000_000_000
+    for i in range(30):  # one record a second of event time, over three partitions
+        producer.produce(topic, value=f"r{i}".encode(), partition=i % 3, timestamp=base_ms + i * 1000)
+    assert producer.flush(30) == 0
+    spec = source(broker, topic, startingTimestamp=str(base_ms + 20_000))
+
+    assert drained(spark, spec, tmp_path) == sorted(f"r{i}" for i in range(20, 30))
+
+
+def test_a_compacted_topic_reads_as_the_latest_value_per_key(
+    spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    topic = "compacted-latest"
+    broker.create_topic(
+        topic,
+        partitions=1,
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "100",
+        },
+    )
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for version in range(5):
+        for key in ("a", "b", "c"):
+            producer.produce(topic, key=key, value=json.dumps({key: version}).encode())
+        producer.flush(30)
+        time.sleep(0.2)  # a new segment per round: only closed segments are compacted
+    # Compaction runs in the broker's cleaner thread: wait (bounded) until the first
+    # offset still held is past the superseded versions.
+    deadline = time.monotonic() + 90
+    while _first_offset(broker, topic) == 0 and time.monotonic() < deadline:
+        producer.produce(topic, key="tick", value=b"{}")  # rolls the active segment
+        producer.flush(30)
+        time.sleep(0.5)
+    assert _first_offset(broker, topic) > 0, "the cleaner did not compact within 90 s"
+
+    spec = source(broker, topic, startingOffsets="earliest", failOnDataLoss="false")
+    rows = read_kafka(spark, spec, streaming=False).collect()
+    latest = {row.key.decode(): row.value.decode() for row in sorted(rows, key=lambda r: r.offset)}
+    assert {k: latest[k] for k in "abc"} == {k: json.dumps({k: 4}) for k in "abc"}
+    assert len(rows) < 16, "superseded versions are gone from the topic"
+    assert drained(spark, spec, tmp_path) == sorted(row.value.decode() for row in rows)
+
+
+def _first_offset(broker: EmbeddedBroker, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "probe"})
+    try:
+        offset = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0]
+        records = _read_all(consumer, topic)
+    finally:
+        consumer.close()
+    # The low watermark stays 0 under compaction; the first surviving offset moves.
+    return records[0] if records and offset == 0 else offset
+
+
+def _read_all(consumer: Consumer, topic: str) -> list[int]:
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    consumer.assign([TopicPartition(topic, 0, low)])
+    offsets: list[int] = []
+    deadline = time.monotonic() + 10
+    while (not offsets or offsets[-1] < high - 1) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            offsets.append(message.offset())
+    return offsets
+
+
+def test_keyed_records_land_where_java_producers_put_them(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str
+) -> None:
+    """streamsmith's Python producer and Spark's Kafka sink choose the same partition for
+    a key (murmur2): one key never spreads over partitions by who wrote it."""
+    keys = [f"user-{i}" for i in range(40)]
+    python = Producer(producer_config({"bootstrap.servers": broker.bootstrap}))
+    for key in keys:
+        python.produce(topic, key=key.encode(), value=b"python")
+    assert python.flush(30) == 0
+    rows = [(key, "spark") for key in keys]
+    (
+        spark.createDataFrame(rows, "key string, value string")
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", topic)
+        .save()
+    )
+
+    read = read_kafka(spark, source(broker, topic, startingOffsets="earliest"), streaming=False)
+    where: dict[str, set[int]] = {}
+    for row in read.select("key", "partition").collect():
+        where.setdefault(row.key.decode(), set()).add(row.partition)
+    assert sorted(where) == sorted(keys)
+    assert all(len(partitions) == 1 for partitions in where.values()), where
+    assert len({min(p) for p in where.values()}) == 3  # and keys do spread over partitions

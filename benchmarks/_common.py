@@ -115,12 +115,15 @@ def ysb_catch_up(spec: PipelineSpec, **changes: Any) -> Plan:
                       Trigger("available-now"))  # fmt: skip
 
 
-def kafka_records(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
-    """Every record of ``topic`` from its start, as a stream through the streamsmith Kafka
-    source (raw values; Spark's JVM connector is not installed here)."""
-    register_kafka_source(spark)
+def kafka_records(
+    spark: SparkSession, bootstrap: str, topic: str, *, connector: str = "python"
+) -> DataFrame:
+    """Every record of ``topic`` from its start, as a stream (raw values) through
+    streamsmith's Python connector or (``connector="jvm"``) Spark's own."""
+    if connector == "python":
+        register_kafka_source(spark)
     return (
-        spark.readStream.format(SOURCE_NAME)
+        spark.readStream.format(SOURCE_NAME if connector == "python" else "kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")

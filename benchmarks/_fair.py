@@ -82,10 +82,13 @@ def checked_files(spark: SparkSession, folder: str) -> DataFrame:
     )
 
 
-def checked_kafka(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
-    """The topic through the streamsmith Kafka source, ``from_json`` over each value; a
-    value that is not JSON parses to nulls, so the required-field checks reject it."""
-    records = kafka_records(spark, bootstrap, topic)
+def checked_kafka(
+    spark: SparkSession, bootstrap: str, topic: str, *, connector: str = "python"
+) -> DataFrame:
+    """The topic through a Kafka connector (streamsmith's or Spark's), ``from_json`` over
+    each value; a value that is not JSON parses to nulls, so the required-field checks
+    reject it."""
+    records = kafka_records(spark, bootstrap, topic, connector=connector)
     value = F.col("value").cast("string")
     parsed = records.select(
         F.from_json(value, AD_EVENT_SCHEMA).alias("event"),

@@ -191,6 +191,7 @@ def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, 
     """Every measured path, each an action that runs it once from scratch."""
     app = get_app("ysb")
     kafka = kafka_overrides(broker.bootstrap, TOPIC)
+    kafka_jvm = kafka_overrides(broker.bootstrap, TOPIC, json_at_source=False)
     campaigns = read_table(spark, table_path(root, "ysb_campaigns")).cache()
     campaigns.count()
 
@@ -235,8 +236,8 @@ def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, 
 
         return run
 
-    def kafka_values() -> DataFrame:
-        raw = kafka_records(spark, broker.bootstrap, TOPIC)
+    def kafka_values(connector: str = "python") -> DataFrame:
+        raw = kafka_records(spark, broker.bootstrap, TOPIC, connector=connector)
         parsed = F.from_json(F.col("value").cast("string"), AD_EVENT_SCHEMA).alias("event")
         return raw.select(parsed).select("event.*")
 
@@ -279,11 +280,21 @@ def paths(spark: SparkSession, root: Path, broker: EmbeddedBroker) -> dict[str, 
         "raw consume (limit)": lambda: raw_consume(broker),
         FAIR_KAFKA: fair("kafka", lambda: checked_kafka(spark, broker.bootstrap, TOPIC)),
         ONE_KAFKA: one_query("one-kafka", kafka),
+        # The same on Spark's own Kafka connector (the flow decodes the JSON values).
+        APP_KAFKA_JVM: app_run("app-kafka-jvm", kafka_jvm),
+        "bare Spark from_json, Kafka (Spark's connector)": bare(
+            "kafka-jvm", lambda: kafka_values("jvm")
+        ),
+        FAIR_KAFKA_JVM: fair(
+            "kafka-jvm", lambda: checked_kafka(spark, broker.bootstrap, TOPIC, connector="jvm")
+        ),
     }
 
 
 FAIR_FILES = "fair baseline, files"
 FAIR_KAFKA = "fair baseline, Kafka"
+APP_KAFKA_JVM = "streamsmith app, Kafka (Spark's connector)"
+FAIR_KAFKA_JVM = "fair baseline, Kafka (Spark's connector)"
 ONE_FILES = "one query per flow, files"
 ONE_KAFKA = "one query per flow, Kafka"
 
@@ -312,7 +323,13 @@ def _outputs(source: str) -> dict[str, tuple[str, str]]:
     }
 
 
-OUTPUTS = {"files": _outputs("files"), "Kafka": _outputs("kafka")}
+OUTPUTS = {
+    "files": _outputs("files"),
+    "Kafka": _outputs("kafka"),
+    "Kafka (Spark's connector)": {
+        name: paths for name, paths in _outputs("kafka-jvm").items() if name != "one query per flow"
+    },
+}
 
 
 def check_outputs(spark: SparkSession, root: Path, corrupt: int) -> str:
@@ -391,12 +408,12 @@ def cold_run(root: Path) -> float:
 
 
 def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> None:
-    print(f"{'path (warm: median, first round dropped)':<42}{'seconds':>9}{'events/s':>12}")
+    print(f"{'path (warm: median, first round dropped)':<50}{'seconds':>9}{'events/s':>12}")
     rates = {}
     for name, runs in timings.items():
         warm = statistics.median(runs[1:] if len(runs) > 1 else runs)
         rates[name] = lines / warm
-        print(f"{name:<42}{warm:>9.2f}{rates[name]:>12,.0f}")
+        print(f"{name:<50}{warm:>9.2f}{rates[name]:>12,.0f}")
     app_runs = timings.get("streamsmith app, files", [])
     if cold is not None:
         print(f"{'streamsmith run, files, cold process':<42}{cold:>9.2f}{lines / cold:>12,.0f}")
@@ -419,6 +436,10 @@ def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> N
         ("one query per flow / fair baseline, Kafka", ONE_KAFKA, FAIR_KAFKA),
         ("one query per flow / app, files", ONE_FILES, "streamsmith app, files"),
         ("one query per flow / app, Kafka", ONE_KAFKA, "streamsmith app, Kafka"),
+        ("app: Spark's connector / Python connector", APP_KAFKA_JVM, "streamsmith app, Kafka"),
+        ("app / fair baseline, Spark's connector", APP_KAFKA_JVM, FAIR_KAFKA_JVM),
+        ("bare from_json: Spark's / Python connector",
+         "bare Spark from_json, Kafka (Spark's connector)", "bare Spark from_json, Kafka"),
     ):  # fmt: skip
         if top in rates and bottom in rates:
             print(f"  {label:<44}{rates[top] / rates[bottom]:.2f}")
@@ -441,6 +462,8 @@ def report(lines: int, timings: dict[str, list[float]], cold: float | None) -> N
         ("files", "bare Spark readStream.json"),
         ("app-kafka", "streamsmith app, Kafka"),
         ("kafka", "bare Spark from_json, Kafka"),
+        ("app-kafka-jvm", APP_KAFKA_JVM),
+        ("kafka-jvm", "bare Spark from_json, Kafka (Spark's connector)"),
     ):
         runs = PROCESSING.get(key)
         if runs:

@@ -7,9 +7,10 @@ windows of ``event_time`` with a 10-second watermark. ``campaign_windows`` appen
 window to the lake once the watermark has closed it; ``campaign_windows_pg`` (off by
 default) keeps every window up to date in PostgreSQL (update mode).
 
-From Kafka, decode the JSON at the source (streamsmith's connector):
-``--set sources.ads.format=kafka --set sources.ads.options.subscribe=ysb
---set sources.ads.options.valueFormat=json``.
+From Kafka: ``--set sources.ads.format=kafka --set sources.ads.options.subscribe=ysb``
+(Spark's Kafka connector; the flow decodes the values), or with
+``--set sources.ads.options.valueFormat=json`` the JSON decoded at the source by
+streamsmith's Python connector.
 """
 
 from __future__ import annotations
@@ -77,10 +78,13 @@ pipeline.flow(
 APP = pipeline.app
 
 
-def kafka_overrides(bootstrap: str, topic: str) -> dict[str, Any]:
+def kafka_overrides(bootstrap: str, topic: str, *, json_at_source: bool = True) -> dict[str, Any]:
     """Spec overrides (``load_spec(..., overrides=...)``) that read the ads from ``topic``
-    (from its start) instead of files, the JSON decoded at the source."""
-    options = {"subscribe": topic, "startingOffsets": "earliest", "valueFormat": "json"}
+    (from its start) instead of files: the JSON decoded at the source (streamsmith's
+    Python connector), or with ``json_at_source=False`` by the flow (Spark's connector)."""
+    options: dict[str, Any] = {"subscribe": topic, "startingOffsets": "earliest"}
+    if json_at_source:
+        options["valueFormat"] = "json"
     return {
         "kafka": {"bootstrap_servers": bootstrap},
         "sources": {"ads": {"format": "kafka", "path": None, "options": options}},

@@ -1,0 +1,62 @@
+"""The version set is pinned in one place and everything agrees with it."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from streamsmith.errors import UserError
+from streamsmith.spark import jars, stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pyproject_pins_the_stack_pyspark_and_delta() -> None:
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"pyspark=={stack.SPARK}" in dependencies
+    assert f"delta-spark=={stack.DELTA}" in dependencies
+
+
+def test_the_lock_and_the_installed_wheels_are_the_stack() -> None:
+    lock = (ROOT / "requirements.lock").read_text()
+    assert f"\npyspark=={stack.SPARK} " in lock
+    assert f"\ndelta-spark=={stack.DELTA} " in lock
+    assert pyspark.__version__ == stack.SPARK
+    assert metadata.version("delta-spark") == stack.DELTA
+
+
+def test_the_delta_jar_is_built_for_the_spark_minor() -> None:
+    (delta,) = [a for a in stack.SPARK_EXTRAS if a.group == "io.delta"]
+    assert delta.name == f"delta-spark_{stack.SPARK.rsplit('.', 1)[0]}_{stack.SCALA}"
+    assert all(
+        a.version == stack.SPARK for a in stack.SPARK_EXTRAS if a.group == "org.apache.spark"
+    )
+
+
+def test_the_fetched_groups_hold_every_pinned_artifact_with_its_digest() -> None:
+    """``make setup`` fetched them (``streamsmith jvm fetch``): each group's manifest names
+    its artifacts, and every jar it lists is there, with its SHA-256."""
+    for group, artifacts in stack.GROUPS.items():
+        manifest = json.loads((jars.home() / group / jars.MANIFEST).read_text())
+        assert manifest["artifacts"] == [a.coordinates() for a in artifacts]
+        files = jars.group_jars(group)
+        assert files and all(path.is_file() for path in files)
+        assert sorted(manifest["sha256"]) == sorted(path.name for path in files)
+        for artifact in artifacts:
+            assert any(path.name.startswith(f"{artifact.name}-") for path in files), artifact
+
+
+def test_the_spark_group_leaves_out_what_the_wheel_ships() -> None:
+    wheel = {jars._base_name(path.name) for path in jars.spark_jars().glob("*.jar")}
+    ours = {jars._base_name(path.name) for path in jars.group_jars("spark")}
+    assert not wheel & ours
+
+
+def test_a_missing_group_names_the_command_that_fetches_it(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="streamsmith jvm fetch"):
+        jars.group_jars("spark", tmp_path)

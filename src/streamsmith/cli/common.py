@@ -164,7 +164,8 @@ def stop_on_signals(
 
 
 def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str) -> None:
-    """Rows as a table, CSV or JSON lines (one row per line) on stdout."""
+    """Rows as a table (one record after another when too wide for the terminal), CSV or
+    JSON lines (one row per line) on stdout."""
     if fmt == "json":
         import json
 
@@ -183,4 +184,4 @@ def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str)
         writer.writerow(columns)
         writer.writerows([["" if v is None else v for v in row] for row in rows])
         return
-    out.print(console.rows_table(columns, rows, title))
+    out.print(console.rows_view(columns, rows, title, out.width))

@@ -134,11 +134,12 @@ def check_format(fmt: str) -> None:
 
 
 def session(spec: PipelineSpec, name: str) -> SparkSession:
-    """A Spark session for the spec, with a spinner on stderr while it starts."""
+    """A Spark session for the spec (its warehouse under the storage root: see
+    ``PipelineSpec.session_spark``), with a spinner on stderr while it starts."""
     from streamsmith.spark.session import build_session
 
     with err.status(f"starting Spark ({spec.spark.master})"):
-        return build_session(spec.spark, f"streamsmith-{name}")
+        return build_session(spec.session_spark, f"streamsmith-{name}")
 
 
 @contextmanager

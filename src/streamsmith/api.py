@@ -81,8 +81,9 @@ class Pipeline:
 
     ``sources`` maps each source's name to its spec (``format``, ``path`` or Kafka
     ``options``, ``schema`` ...), ``trigger`` is the default trigger (``interval=10s``,
-    ``available-now``), ``spec`` any further spec keys (``kafka``, ``side_interval``,
-    ...). Flows are added by :meth:`flow`; :attr:`app` is what the runtime runs.
+    ``available-now``), ``spec`` any further spec keys (``storage_root``, taken from the
+    pipeline file's folder when relative; ``kafka``, ``side_interval``, ...). Flows are
+    added by :meth:`flow`; :attr:`app` is what the runtime runs.
     """
 
     name: str

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +19,11 @@ def say(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+# A column keeps its header or value whole up to this width; wider values may wrap.
+_WHOLE_UP_TO = 20
+_CELL_FRAME = 3  # a table cell's padding and border
+
+
 def rows_table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
 ) -> Table:
@@ -28,8 +33,39 @@ def rows_table(
     for column in columns:
         table.add_column(Text(printable(str(column))))
     for row in rows:
-        table.add_row(*[Text("" if value is None else printable(str(value))) for value in row])
+        table.add_row(*[Text(_cell(value)) for value in row])
     return table
+
+
+def rows_view(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None, width: int
+) -> RenderableType:
+    """:func:`rows_table` when it fits ``width``; else one record after another, a
+    line per column (``name  value``), as ``psql``'s expanded display: a table wider
+    than the terminal would squeeze its columns to ellipses or to nothing."""
+    shown = [[_cell(value) for value in row] for row in rows]
+    names = [printable(str(column)) for column in columns]
+    needed = 1 + sum(
+        min(max(len(text) for text in (name, *(row[i] for row in shown))), _WHOLE_UP_TO)
+        + _CELL_FRAME
+        for i, name in enumerate(names)
+    )
+    if needed <= width:
+        return rows_table(columns, rows=shown, title=title)
+    records: list[RenderableType] = [Text(title)] if title else []
+    name_width = max((len(name) for name in names), default=0)
+    for number, row in enumerate(shown, 1):
+        record = Table.grid(padding=(0, 2))
+        record.add_column(width=name_width, no_wrap=True)
+        record.add_column(overflow="fold")
+        for name, value in zip(names, row, strict=True):
+            record.add_row(Text(name), Text(value))
+        records += [Text(f"-[ row {number} ]-"), record]
+    return Group(*records)
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else printable(str(value))
 
 
 def printable(text: str) -> str:

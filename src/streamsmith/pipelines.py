@@ -65,13 +65,15 @@ def load_pipeline(
 ) -> tuple[App, PipelineSpec]:
     """The pipeline the spec file ``path`` declares (or the Python file, its
     :class:`~streamsmith.Pipeline`), with further files and ``--set`` values layered over
-    it. A relative ``storage_root`` in the file is taken from the file's folder, so the
+    it. A relative ``storage_root`` in the file (for a Python file, its ``Pipeline``'s
+    ``spec``; by default ``streamsmith-data``) is taken from the file's folder, so the
     pipeline runs the same from anywhere."""
     folder = path.parent
     if path.suffix == ".py":
         app = python_pipeline(path)
+        declared = app.default_spec.get("storage_root", "streamsmith-data")
         spec = load_spec(
-            {**app.default_spec, "storage_root": str(folder / "streamsmith-data")},
+            {**app.default_spec, "storage_root": str(folder / declared)},
             files,
             sets,
             overrides=overrides,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+import yaml
 from pyspark.sql import SparkSession
 
 from streamsmith.generate.cloudtrail import generate_cloudtrail
@@ -128,6 +129,38 @@ def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_query_on_a_postgres_table_says_where_it_lives_and_leaves_no_warehouse(
+    tmp_path: Path,
+) -> None:
+    spec = {
+        "name": "counts",
+        "storage_root": "data",
+        "sources": {"events": {"format": "jsonl", "path": "input", "schema": "user string"}},
+        "flows": {
+            "user_counts": {
+                "sql": "SELECT user, count(*) AS n FROM events GROUP BY user",
+                "sink": {"format": "postgres", "table": "user_counts", "key": ["user"],
+                         "output_mode": "update"},
+            }
+        },
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    (tmp_path / "data/tables").mkdir(parents=True)
+    sql = "SELECT * FROM user_counts ORDER BY n DESC"
+    for engine in ("auto", "spark"):  # said before Spark starts
+        result = streamsmith("query", sql, "--engine", engine, cwd=tmp_path, timeout=60)
+        assert_user_error(
+            result,
+            "table user_counts is in PostgreSQL, not the lake: flow user_counts writes it to "
+            f"public.user_counts on the embedded server in {tmp_path}/data/postgres",
+            "psql",
+        )
+    missing = streamsmith("query", "SELECT * FROM nowhere", "--engine", "spark", cwd=tmp_path)
+    assert_user_error(missing, "nowhere")
+    assert not (tmp_path / "spark-warehouse").exists()  # Spark's is under the storage root
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "streamsmith.yml"]
+
+
 def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) -> None:
     root = tmp_path / "lake"
     generated = streamsmith(

@@ -228,8 +228,12 @@ def test_fail_on_new_columns_stops_the_flow_naming_the_field(
     with pytest.raises(PipelineError, match=re.escape(expected)):
         run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
     root = tmp_path / "data"
-    gave_up = [e for e in read_events(root, "strict") if e["event"] == "gave_up"]
+    events = read_events(root, "strict")
+    gave_up = [e for e in events if e["event"] == "gave_up"]
     assert len(gave_up) == 1 and expected in gave_up[0]["message"]  # at once, no retries
+    assert gave_up[0]["message"].startswith("not retried (the same batch would fail again): ")
+    assert gave_up[0]["attempt"] == 1  # one attempt, not max_retries + 1 of them
+    assert [e["attempt"] for e in events if e["event"] == "failure"] == [1]
     assert not list(table_path(root, "events").glob("*.parquet"))  # the batch never committed
     with pytest.raises(PipelineError, match="flow events: new field.* fail_on_new_columns"):
         backfill(spark, build_plan(app, pipeline))

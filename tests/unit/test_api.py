@@ -159,3 +159,36 @@ def test_a_python_pipelines_source_parses_by_its_schema_evolution_mode() -> None
         parser = pipeline.flows[0].prepare
         assert getattr(parser, "evolve", None) is tags
         assert getattr(parser, "rescue", None) is (mode == "rescue")
+
+
+PIPELINE_FILE = """
+import streamsmith as ss
+
+pipeline = ss.Pipeline(
+    "p", sources={"s": {"format": "jsonl", "path": "in", "schema": "id string"}},
+    spec=%r,
+)
+pipeline.flow(lambda events: events, name="f", sink={"table": "t"})
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "root"),
+    [
+        ({"storage_root": "data"}, "{folder}/data"),  # from the file's folder, as in YAML
+        ({"storage_root": "/srv/lake"}, "/srv/lake"),
+        ({}, "{folder}/streamsmith-data"),
+    ],
+)
+def test_a_python_pipelines_storage_root_is_honoured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: dict[str, str], root: str
+) -> None:
+    from streamsmith.pipelines import load_pipeline
+
+    monkeypatch.delenv("STREAMSMITH_ROOT", raising=False)
+    path = tmp_path / f"root_pipeline_{len(spec)}_{len(root)}.py"  # a module name per case
+    path.write_text(PIPELINE_FILE % spec)
+    _, loaded = load_pipeline(path)
+    assert loaded.storage_root == root.format(folder=tmp_path)
+    _, given = load_pipeline(path, storage_root=str(tmp_path / "cli"))  # --root still wins
+    assert given.storage_root == str(tmp_path / "cli")

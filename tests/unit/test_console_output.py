@@ -3,8 +3,12 @@ control sequence that reaches the terminal."""
 
 from __future__ import annotations
 
-import pytest
+import io
 
+import pytest
+from rich.console import Console
+
+from streamsmith.cli import common
 from streamsmith.cli.common import print_rows
 from streamsmith.monitor.status import query_statuses
 from streamsmith.monitor.status_view import compact_lines
@@ -26,6 +30,45 @@ def test_query_table_cells_are_plain_text_with_controls_escaped(
 def test_query_csv_lines_end_with_a_newline_alone(capsys: pytest.CaptureFixture[str]) -> None:
     print_rows([["a,1", None], ["b", 2]], ["k", "v"], None, "csv")
     assert capsys.readouterr().out == 'k,v\n"a,1",\nb,2\n'
+
+
+FLIGHT = {
+    "year": 2001, "month": 1, "day_of_month": 6, "carrier": "UA", "flight_number": 1234,
+    "tail_number": "N123UA", "origin": "ORD", "destination": "SFO",
+    "scheduled_departure": "2001-01-06 15:01:00", "departure_delay": 12, "taxi_out": None,
+    "arrival_delay": -4,
+}  # fmt: skip
+
+
+def _shown(
+    monkeypatch: pytest.MonkeyPatch, columns: list[str], rows: list[list[object]]
+) -> list[str]:
+    """What ``query`` prints of ``rows`` on an 80-column terminal."""
+    terminal = Console(width=80, color_system=None, record=True, file=io.StringIO())
+    monkeypatch.setattr(common, "out", terminal)
+    print_rows(rows, columns, "flights", "table")
+    return [line.rstrip() for line in terminal.export_text().splitlines()]
+
+
+def test_a_result_too_wide_for_the_terminal_is_shown_record_by_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = _shown(monkeypatch, list(FLIGHT), [list(FLIGHT.values())] * 2)
+    assert lines[:4] == [
+        "flights",
+        "-[ row 1 ]-",
+        "year                 2001",
+        "month                1",
+    ]
+    for name, value in FLIGHT.items():  # every name and value whole, none squeezed out
+        assert f"{name:<19}  {'' if value is None else value}".rstrip() in lines
+    assert lines.count("-[ row 2 ]-") == 1 and max(len(line) for line in lines) <= 80
+
+
+def test_a_result_that_fits_stays_a_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _shown(monkeypatch, ["carrier", "flights"], [["UA", 12], ["AA", None]])
+    assert lines[0] == "flights" and lines[2] == "┃ carrier ┃ flights ┃"
+    assert "│ UA      │ 12      │" in lines and "│ AA      │         │" in lines
 
 
 def test_status_escapes_control_characters_in_names_and_errors() -> None:

@@ -134,11 +134,12 @@ def check_format(fmt: str) -> None:
 
 
 def session(spec: PipelineSpec, name: str) -> SparkSession:
-    """A Spark session for the spec, with a spinner on stderr while it starts."""
+    """A Spark session for the spec (its warehouse under the storage root: see
+    ``PipelineSpec.session_spark``), with a spinner on stderr while it starts."""
     from streamsmith.spark.session import build_session
 
     with err.status(f"starting Spark ({spec.spark.master})"):
-        return build_session(spec.spark, f"streamsmith-{name}")
+        return build_session(spec.session_spark, f"streamsmith-{name}")
 
 
 @contextmanager
@@ -164,7 +165,8 @@ def stop_on_signals(
 
 
 def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str) -> None:
-    """Rows as a table, CSV or JSON lines (one row per line) on stdout."""
+    """Rows as a table (one record after another when too wide for the terminal), CSV or
+    JSON lines (one row per line) on stdout."""
     if fmt == "json":
         import json
 
@@ -183,4 +185,4 @@ def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str)
         writer.writerow(columns)
         writer.writerows([["" if v is None else v for v in row] for row in rows])
         return
-    out.print(console.rows_table(columns, rows, title))
+    out.print(console.rows_view(columns, rows, title, out.width))

@@ -26,7 +26,7 @@ from streamsmith.defaults import SESSION_TIME_ZONE, SPEC_FILE, default_root
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
-    from streamsmith.config import ConfValue
+    from streamsmith.config import ConfValue, PipelineSpec
 
 AppOpt = Annotated[
     str | None,
@@ -84,8 +84,12 @@ def query(
         columns, values = beeline_query(server, sql)
         print_rows(values[:max_rows], columns, None, fmt)
         return
+    reading = reading_spec(app, spec, set_, root)
+    if reading is not None:
+        _check_lake_tables(sql, reading)
     if engine != "spark":
-        answered = fast_answer(sql, app, spec, set_, root, max_rows, required=engine == "duckdb")
+        data_root, conf = _root_and_conf(reading, root)
+        answered = fast_answer(sql, data_root, conf, max_rows, required=engine == "duckdb")
         if answered is not None:
             print_rows(*answered, None, fmt)
             return
@@ -101,20 +105,18 @@ ENGINES = ("auto", "duckdb", "spark")
 
 def fast_answer(
     sql: str,
-    app: str | None,
-    files: list[Path] | None,
-    sets: list[str] | None,
-    root: str | None,
+    data_root: Path,
+    conf: Mapping[str, ConfValue],
     max_rows: int,
     *,
     required: bool,
 ) -> tuple[list[Any], list[str]] | None:
-    """The rows and columns of ``sql`` from DuckDB, or None (after one line on stderr)
-    when only Spark can answer it; ``required``: a UserError instead."""
+    """The rows and columns of ``sql`` over the lake at ``data_root`` from DuckDB, or None
+    (after one line on stderr) when only Spark can answer it; ``required``: a UserError
+    instead."""
     from streamsmith.read.engine import answer
     from streamsmith.read.errors import NotOnFastPath
 
-    data_root, conf = reading_conf(app, files, sets, root)
     _check_root(data_root)
     try:
         return answer(
@@ -144,21 +146,59 @@ DEFAULT_READING_CONF: Mapping[str, ConfValue] = {}
 def reading_conf(
     app: str | None, files: list[Path] | None, sets: list[str] | None, root: str | None
 ) -> tuple[Path, Mapping[str, ConfValue]]:
-    """Storage root and Spark conf of what a read names, without importing any pipeline
-    when that is possible: no app (the default spec) or a YAML spec file; an app by name
-    or a Python pipeline file is loaded (its spec may set the conf)."""
+    """Storage root and Spark conf of what a read names (see :func:`reading_spec`)."""
+    return _root_and_conf(reading_spec(app, files, sets, root), root)
+
+
+def _root_and_conf(
+    spec: PipelineSpec | None, root: str | None
+) -> tuple[Path, Mapping[str, ConfValue]]:
+    if spec is None:
+        return default_root(root), DEFAULT_READING_CONF
+    return spec.root, spec.spark.conf
+
+
+def reading_spec(
+    app: str | None, files: list[Path] | None, sets: list[str] | None, root: str | None
+) -> PipelineSpec | None:
+    """The spec of what a read names, without importing any pipeline when that is
+    possible: None when it names none (the default spec, whose models are not worth
+    building: pydantic), a YAML spec file's; an app by name or a Python pipeline file
+    is loaded (its spec may set the conf)."""
     yaml_file = _yaml_spec(app)
     if yaml_file is None and app is None and not files and not sets:
-        return default_root(root), DEFAULT_READING_CONF  # no spec's models to build (pydantic)
+        return None
     from streamsmith.config import load_spec, load_spec_file
 
     if yaml_file is not None:
-        spec = load_spec_file(yaml_file, files or (), sets or (), storage_root=root)
-    elif app is None:
-        spec = load_spec(DEFAULT_READING_SPEC, files or (), sets or (), storage_root=root)
-    else:
-        _, spec = spec_for(app, files, sets, root)
-    return spec.root, spec.spark.conf
+        return load_spec_file(yaml_file, files or (), sets or (), storage_root=root)
+    if app is None:
+        return load_spec(DEFAULT_READING_SPEC, files or (), sets or (), storage_root=root)
+    return spec_for(app, files, sets, root)[1]
+
+
+def _check_lake_tables(sql: str, spec: PipelineSpec) -> None:
+    """A UserError when ``sql`` reads a table that a flow of ``spec`` writes to
+    PostgreSQL rather than to the lake: Spark would only say it cannot find it."""
+    from streamsmith.io.lake_paths import lake_tables
+    from streamsmith.read.errors import NotOnFastPath
+    from streamsmith.read.transpile import SparkQuery
+
+    try:
+        read = SparkQuery(sql).tables
+    except NotOnFastPath:
+        return  # Spark will parse it, and say what is wrong
+    lake = {name.lower() for name in lake_tables(spec.root)}
+    for name, flow in spec.flows.items():
+        table = str(flow.sink.settings.get("table", ""))
+        if flow.sink.format == "postgres" and table.lower() in read - lake:
+            from streamsmith.io.postgres.dsn import dsn_origin
+
+            raise UserError(
+                f"table {table} is in PostgreSQL, not the lake: flow {name} writes it to "
+                f"{spec.postgres.db_schema}.{table} on {dsn_origin(spec)}; query it there "
+                f"(psql \"$DSN\" -c 'SELECT * FROM {spec.postgres.db_schema}.{table}')"
+            )
 
 
 def _yaml_spec(app: str | None) -> Path | None:

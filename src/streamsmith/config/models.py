@@ -77,6 +77,8 @@ class SparkSpec(StrictModel):
     )
 
 
+WAREHOUSE_KEY = "spark.sql.warehouse.dir"
+
 FILE_FORMATS = ("json", "jsonl", "csv", "text", "parquet")
 
 
@@ -657,6 +659,17 @@ class PipelineSpec(StrictModel):
     def root(self) -> Path:
         """The storage root as an absolute path."""
         return absolute_root(self.storage_root)
+
+    @property
+    def session_spark(self) -> SparkSpec:
+        """``spark`` as a session is built with: Spark's warehouse (made on the catalog's
+        first use, e.g. by a query naming a missing table) under the storage root unless
+        the conf places it, where Spark makes ``spark-warehouse/`` in whatever folder a
+        command runs from. No lake table is named ``.spark-warehouse``."""
+        if WAREHOUSE_KEY in self.spark.conf:
+            return self.spark
+        conf = {**self.spark.conf, WAREHOUSE_KEY: str(self.root / ".spark-warehouse")}
+        return self.spark.model_copy(update={"conf": conf})
 
     def source_path(self, source: str) -> Path | None:
         """Absolute input directory of a file source (relative paths are under the storage

@@ -290,22 +290,25 @@ class Supervisor:
         return True
 
     def _failed(self, slot: Supervised, message: str, *, retry: bool = True) -> None:
+        """Count one failed attempt; give the query up when ``retry`` is False (the same
+        batch would fail again) or it has failed more than ``max_retries`` times in a row.
+        """
         message = self.monitor.log.redact(message)  # it is logged, raised and notified
-        slot.failures += 1 if retry else self.spec.max_retries + 1
+        slot.failures += 1
         slot.query = None
         slot.error = message
         name = slot.output.spark_name
         self.monitor.record(
             {"event": "failure", "query": name, "attempt": slot.failures, "message": message}
         )
-        if slot.failures > self.spec.max_retries:
+        if not retry or slot.failures > self.spec.max_retries:
             slot.state = "failed"
             self.monitor.record(
                 {
                     "event": "gave_up",
                     "query": name,
                     "attempt": slot.failures,
-                    "message": f"failed {slot.failures} times in a row: {message}",
+                    "message": f"{_gave_up_after(slot.failures, retry=retry)}: {message}",
                 }
             )
             return
@@ -347,6 +350,13 @@ class Supervisor:
                 for slot in self.slots
             ]
         )
+
+
+def _gave_up_after(failures: int, *, retry: bool) -> str:
+    """How a query came to be given up, with the attempts it really made."""
+    if not retry:
+        return "not retried (the same batch would fail again)"
+    return "failed once" if failures == 1 else f"failed {failures} times in a row"
 
 
 def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = None) -> RunReport:

@@ -77,7 +77,9 @@ def test_starting_offsets_by_timestamp(
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     base_ms = 1_700_000_000_000
     for i in range(30):  # one record a second of event time, over three partitions
-        producer.produce(topic, value=f"r{i}".encode(), partition=i % 3, timestamp=base_ms + i * 1000)
+        producer.produce(
+            topic, value=f"r{i}".encode(), partition=i % 3, timestamp=base_ms + i * 1000
+        )
     assert producer.flush(30) == 0
     spec = source(broker, topic, startingTimestamp=str(base_ms + 20_000))
 

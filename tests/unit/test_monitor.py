@@ -223,12 +223,14 @@ def test_event_log_redacts_secrets_and_skips_a_torn_last_line(tmp_path: Path) ->
 
 
 def test_a_corrupt_line_in_the_event_log_is_skipped_counted_and_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from streamsmith.monitor.eventlog import LogFollower
     from streamsmith.monitor.status_cache import cached_statuses
 
-    caplog.set_level(logging.WARNING, logger="streamsmith")  # whatever an earlier test set
+    # A library's logging.config call (disable_existing_loggers) may have turned it off.
+    monkeypatch.setattr(logging.getLogger("streamsmith.monitor.eventlog"), "disabled", False)
+    caplog.set_level(logging.WARNING, logger="streamsmith")
     log = EventLog(tmp_path, "app")
     log.write({"event": "started", "query": "app.f", "run_id": "r"})
     with log.path.open("ab") as file:

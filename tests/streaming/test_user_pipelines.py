@@ -15,6 +15,7 @@ import yaml
 from pyspark.sql import SparkSession
 
 from streamsmith.config import Trigger
+from streamsmith.errors import UserError
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.status import query_statuses
@@ -187,3 +188,38 @@ def test_a_record_malformed_in_a_field_the_flow_does_not_read_is_quarantined_not
     assert sum(r["input_rows"] for r in progress if r["query"] == "users.users") == 3
     assert [r["input_rows"] for r in progress if r["query"] == "users.users.quarantine"] == [0]
     assert sum(r["quarantined"] or 0 for r in progress) == 2  # in 3 = out 1 + quarantined 2
+
+
+def test_delta_tables_take_appends_and_merge_open_windows_by_key(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The same pipeline with Delta sinks: the appended table equals the Parquet one, and
+    in update mode every window is merged as it changes, the still-open one included."""
+    parquet = run_all(spark, tmp_path / "parquet")
+    delta = run_all(
+        spark,
+        tmp_path / "delta",
+        "flows.checked.sink.format=delta",
+        "flows.per_minute.sink.format=delta",
+        "flows.per_minute.sink.output_mode=update",
+        "flows.per_minute.sink.keys=[start, user]",
+    )
+
+    assert (delta / "tables/checked/_delta_log").is_dir()
+    assert table(spark, delta, "checked") == table(spark, parquet, "checked")
+    # Append waits for the watermark to close a window; update has the open 10:40 one too.
+    assert table(spark, delta, "per_minute") == sorted(
+        [*table(spark, parquet, "per_minute"), ("2026-11-25 10:40:00", "u3", "1")]
+    )
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{delta / 'tables/per_minute'}`").collect()
+    assert {row.operation for row in history} == {"CREATE TABLE", "MERGE"}
+
+
+def test_an_update_mode_delta_sink_without_keys_is_refused_before_spark(tmp_path: Path) -> None:
+    spec_file = write_project(tmp_path)
+    app, spec = load_pipeline(
+        spec_file,
+        sets=("flows.per_minute.sink.format=delta", "flows.per_minute.sink.output_mode=update"),
+    )
+    with pytest.raises(UserError, match="update-mode delta sink merges each row on its keys"):
+        build_plan(app, spec, Trigger("available-now"))

@@ -34,6 +34,7 @@ from streamsmith.io.lake_paths import (
     SCHEMA_FILE,
     TABLES_DIR,
     backfill_path,
+    is_delta,
     is_table,
     lake_tables,
     model_path,
@@ -217,6 +218,8 @@ def read_table(spark: SparkSession, path: Path) -> DataFrame:
     """A lake table as a batch DataFrame, through its commit log and saved schema."""
     if not is_table(path):
         raise UserError(f"table {path.name} does not exist at {path}: create it first")
+    if is_delta(path):
+        return spark.read.format("delta").load(str(path))
     reader = spark.read
     schema = saved_schema(path)
     if schema is not None:

@@ -14,6 +14,7 @@ CHECKPOINTS_DIR = "checkpoints"
 MODELS_DIR = "models"
 MODEL_FILE = "current.json"
 COMMIT_LOG = "_spark_metadata"
+DELTA_LOG = "_delta_log"  # a Delta table's transaction log
 # Spark ignores files whose names start with "_", so the schema can sit beside the data.
 # It lets an empty table (a quarantine that never received a row) still be queried.
 SCHEMA_FILE = "_streamsmith_schema.json"
@@ -35,8 +36,17 @@ def backfill_path(root: Path, table: str) -> Path:
 
 
 def is_table(path: Path) -> bool:
-    """Whether a folder holds a table Spark can read: a saved schema or Parquet files."""
-    return path.is_dir() and ((path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet")))
+    """Whether a folder holds a table Spark can read: a Delta log, a saved schema or
+    Parquet files."""
+    return path.is_dir() and (
+        is_delta(path) or (path / SCHEMA_FILE).is_file() or any(path.rglob("*.parquet"))
+    )
+
+
+def is_delta(path: Path) -> bool:
+    """Whether ``path`` holds a Delta table (a transaction log with a commit)."""
+    log = path / DELTA_LOG
+    return log.is_dir() and any(log.glob("*.json"))
 
 
 def lake_tables(root: Path) -> dict[str, Path]:

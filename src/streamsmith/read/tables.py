@@ -5,8 +5,9 @@ file per micro-batch listing the data files it added (``v1`` then one JSON line 
 file), written only once the batch commits, and every tenth batch a ``.compact`` file
 holding the whole list so far. Spark reads exactly the files of that log, so the files
 of a batch killed before its commit, though in the folder, are never read; so does this
-module. Tables without a log (backfills, tables written from ``foreachBatch``, lookup
-tables) are listed as Spark lists a folder: names starting with ``_`` or ``.`` are
+module. A Delta table's files are those of its transaction log's latest version
+(delta-rs reads the log). Tables without a log (backfills, tables written from
+``foreachBatch``, lookup tables) are listed as Spark lists a folder: names starting with ``_`` or ``.`` are
 skipped, ``key=value`` folders are partitions.
 
 Types come from the schema streamsmith saves beside every table (Spark's schema JSON);
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from streamsmith.io.lake_paths import COMMIT_LOG, SCHEMA_FILE
+from streamsmith.io.lake_paths import COMMIT_LOG, SCHEMA_FILE, is_delta
 from streamsmith.read.errors import NotOnFastPath
 
 SparkType = str | dict[str, Any]  # a type as Spark's schema JSON writes it
@@ -116,8 +117,12 @@ def has_timestamp(spark_type: SparkType) -> bool:
 def load_table(name: str, path: Path) -> LakeTable:
     """The table at ``path`` as Spark would read it now."""
     path = path.absolute()
-    files = tuple(DataFile(file, _partition_of(file, path)) for file in committed_files(path))
-    schema = _saved_fields(path)
+    schema: list[Field] | None
+    if is_delta(path):
+        found, schema = delta_snapshot(path)
+    else:
+        found, schema = committed_files(path), _saved_fields(path)
+    files = tuple(DataFile(file, _partition_of(file, path)) for file in found)
     columns = [[column for column, _ in file.partition] for file in files]
     if any(names != columns[0] for names in columns):
         raise NotOnFastPath(f"table {name} has files in differently partitioned folders")
@@ -133,6 +138,22 @@ def load_table(name: str, path: Path) -> LakeTable:
     taken = {c.lower() for c in partition_names}
     data = tuple(field for field in schema if field.name.lower() not in taken)
     return LakeTable(name, path, files, data, partitions)
+
+
+def delta_snapshot(table: Path) -> tuple[list[Path], list[Field]]:
+    """The data files and columns of a Delta table's latest version, from its transaction
+    log (delta-rs: no JVM). Tables whose files alone do not give their rows (deletion
+    vectors, column mapping) are left to Spark."""
+    from deltalake import DeltaTable
+
+    snapshot = DeltaTable(str(table))
+    features = set(snapshot.protocol().reader_features or [])
+    unsupported = sorted(features & {"deletionVectors", "columnMapping"})
+    if unsupported:
+        raise NotOnFastPath(f"a Delta table with {', '.join(unsupported)}")
+    files = [_local_path(uri) for uri in snapshot.file_uris()]
+    schema = json.loads(snapshot.schema().to_json())
+    return files, [Field(field["name"], field["type"]) for field in schema["fields"]]
 
 
 def committed_files(table: Path) -> list[Path]:

@@ -572,8 +572,11 @@ def check_output_mode(
         raise UserError(
             f"{where}: a {sink.format} sink takes output mode "
             f"{' or '.join(sink.output_modes)}, not {mode}; write {mode} results to "
-            "postgres, kafka or memory, or use append"
+            "delta (with keys), postgres, kafka or memory, or use append"
         )
+    refused = sink.refuses_mode(mode)
+    if refused:
+        raise UserError(f"{where}: {refused}")
     rule = definition.event_time
     if definition.stateful:
         if mode == "append" and rule is None:

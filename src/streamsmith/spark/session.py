@@ -48,6 +48,11 @@ WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 # The JVM's note on the module Spark's launcher always adds: nothing a user can act on.
 INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 STREAMING_JOB_ARTIFACTS = "streaming_job"
+# Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 
 
 def local_cores(master: str) -> int | None:
@@ -94,6 +99,7 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         "spark.sql.hive.thriftServer.singleSession": "true",
     }
     conf.update(jars.session_conf())  # Kafka, Avro and Delta: resolved by `make setup`
+    conf.update(DELTA_CONF)
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     options = [f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_archive.java_options(spec.conf)]
     conf["spark.driver.extraJavaOptions"] = " ".join(options)

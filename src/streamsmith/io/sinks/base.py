@@ -141,6 +141,11 @@ class Sink(ABC):
         """Where the rows go, for ``dry-run``: never a secret."""
         return f"{self.kind} {self.target}"
 
+    def refuses_mode(self, mode: OutputMode) -> str | None:
+        """Why this sink, as configured, cannot run ``mode`` (one of ``output_modes``),
+        or None; checked when the plan is built, before Spark starts."""
+        return None
+
     @abstractmethod
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Start the streaming query writing ``frame``, idempotent per batch id."""

@@ -1,0 +1,120 @@
+"""Delta Lake tables of the lake: exactly-once appends, idempotent merges and overwrites.
+
+A Delta table is a folder with a transaction log (``_delta_log``): a reader sees exactly
+the committed versions, so the files of a batch killed before its commit are never read,
+and every version stays readable (time travel) until ``VACUUM`` removes its files.
+
+Streaming appends go through Delta's own streaming sink, which records the query's id and
+batch id in the log with the batch's files: a replayed batch is recognised and skipped.
+``foreachBatch`` writes (a ``MERGE`` of an update-mode micro-batch, the overwrite of a
+complete-mode one) carry Delta's idempotent-write marks instead: ``txnAppId`` (the query)
+and ``txnVersion`` (the batch id) go into the same commit as the data. A batch that is
+replayed after a crash between the Delta commit and the checkpoint's commit finds its
+version already recorded, writes nothing, and still reads its input (a ``noop`` write), as
+a replayed batch must for Spark to report it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from streamsmith.io.lake_paths import is_delta
+
+APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+
+
+def create_table(
+    spark: SparkSession, path: Path, schema: StructType, partition_by: Sequence[str] = ()
+) -> None:
+    """Create an empty Delta table at ``path`` with ``schema`` unless one exists, so the
+    table can be queried (and merged into) before its first batch."""
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    builder.execute()
+
+
+def applied_version(path: Path, app_id: str) -> int | None:
+    """The last ``txnVersion`` committed to the table at ``path`` under ``app_id``, read
+    from its log without a JVM (delta-rs), or None when it has none."""
+    from deltalake import DeltaTable
+
+    if not is_delta(path):
+        return None
+    version = DeltaTable(str(path)).transaction_version(app_id)
+    return None if version is None else int(version)
+
+
+def already_applied(batch: DataFrame, path: Path, app_id: str, batch_id: int) -> bool:
+    """Whether micro-batch ``batch_id`` of ``app_id`` is already in the table; if so the
+    batch is read anyway (``noop``), so its metrics are those of a batch that ran."""
+    version = applied_version(path, app_id)
+    if version is None or batch_id > version:
+        return False
+    batch.write.format("noop").mode("overwrite").save()
+    return True
+
+
+def merge_batch(
+    batch: DataFrame, path: Path, keys: Sequence[str], app_id: str, batch_id: int
+) -> None:
+    """Upsert ``batch`` into the table by ``keys`` (one row per key in the batch, as an
+    update-mode micro-batch has), once per ``(app_id, batch_id)``."""
+    if already_applied(batch, path, app_id, batch_id):
+        return
+    from delta.tables import DeltaTable
+
+    session = batch.sparkSession  # the query's own session: its conf is the query's alone
+    condition = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in keys)
+    with _idempotent(session, app_id, batch_id):
+        (
+            DeltaTable.forPath(session, str(path))
+            .alias("t")
+            .merge(batch.alias("s"), condition)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+
+def overwrite_batch(
+    batch: DataFrame, path: Path, app_id: str, batch_id: int, partition_by: Sequence[str] = ()
+) -> None:
+    """Replace the table's content with ``batch`` (complete mode), once per batch."""
+    if already_applied(batch, path, app_id, batch_id):
+        return
+    writer = (
+        batch.write.format("delta")
+        .mode("overwrite")
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(batch_id))
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(str(path))
+
+
+class _idempotent:
+    """Delta's idempotent-DML settings on ``session`` for one statement."""
+
+    def __init__(self, session: SparkSession, app_id: str, batch_id: int) -> None:
+        self.session, self.app_id, self.batch_id = session, app_id, batch_id
+
+    def __enter__(self) -> None:
+        self.session.conf.set(APP_ID_CONF, self.app_id)
+        self.session.conf.set(VERSION_CONF, str(self.batch_id))
+
+    def __exit__(self, *_: object) -> None:
+        self.session.conf.unset(APP_ID_CONF)
+        self.session.conf.unset(VERSION_CONF)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

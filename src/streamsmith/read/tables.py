@@ -7,8 +7,8 @@ holding the whole list so far. Spark reads exactly the files of that log, so the
 of a batch killed before its commit, though in the folder, are never read; so does this
 module. A Delta table's files are those of its transaction log's latest version
 (delta-rs reads the log). Tables without a log (backfills, tables written from
-``foreachBatch``, lookup tables) are listed as Spark lists a folder: names starting with ``_`` or ``.`` are
-skipped, ``key=value`` folders are partitions.
+``foreachBatch``, lookup tables) are listed as Spark lists a folder: names starting
+with ``_`` or ``.`` are skipped, ``key=value`` folders are partitions.
 
 Types come from the schema streamsmith saves beside every table (Spark's schema JSON);
 Spark types map to DuckDB types one to one (``timestamp`` is an instant: TIMESTAMPTZ).

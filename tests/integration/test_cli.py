@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -268,3 +269,39 @@ def test_jvm_status_says_whether_sessions_map_the_archive(
     assert empty.returncode == 1
     assert f"not built: `streamsmith jvm build` writes {tmp_path}/jvm/spark-" in empty.stdout
     assert removed.stdout.strip() == f"removed 0 archive(s) from {tmp_path}/jvm"
+
+
+def test_table_history_optimize_restore_and_vacuum_without_a_jvm(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from streamsmith.io.lake import table_path
+
+    path = str(table_path(tmp_path, "balances"))
+    for day in range(3):  # three appends: three versions of one small file each
+        rows = [(f"k{day}", day)]
+        spark.createDataFrame(rows, "key string, amount int").write.format("delta").mode(
+            "append"
+        ).save(path)
+    root = ("--root", str(tmp_path))
+
+    history = streamsmith("table", "history", "balances", *root, "--format", "json", cwd=tmp_path)
+    optimized = streamsmith("table", "optimize", "balances", *root, cwd=tmp_path)
+    after = streamsmith("table", "history", "balances", *root, "--format", "csv", cwd=tmp_path)
+    restored = streamsmith("table", "restore", "balances", "--version", "1", *root, cwd=tmp_path)
+    content = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    too_soon = streamsmith("table", "vacuum", "balances", "--retain-hours", "0", *root,
+                           cwd=tmp_path)  # fmt: skip
+    kept = streamsmith("table", "vacuum", "balances", "--dry-run", *root, cwd=tmp_path)
+    parquet = streamsmith("table", "history", "nope", *root, cwd=tmp_path)
+
+    versions = [json.loads(line) for line in history.stdout.splitlines()]
+    assert [(v["version"], v["operation"]) for v in versions] == [
+        (2, "WRITE"), (1, "WRITE"), (0, "WRITE")
+    ]  # fmt: skip
+    assert optimized.stdout.strip() == "balances: 3 files compacted into 1", optimized.stderr
+    assert after.stdout.splitlines()[1].startswith("3,") and ",OPTIMIZE," in after.stdout
+    assert restored.returncode == 0 and "restored version 1 as version 4" in restored.stdout
+    assert content == [("k0", 0), ("k1", 1)]
+    assert_user_error(too_soon, "vacuum balances")
+    assert kept.stdout.strip() == "balances: would delete 0 files unused for 168 hours"
+    assert_user_error(parquet, "not a Delta table")

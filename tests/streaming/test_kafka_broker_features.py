@@ -172,3 +172,45 @@ def test_keyed_records_land_where_java_producers_put_them(
     assert sorted(where) == sorted(keys)
     assert all(len(partitions) == 1 for partitions in where.values()), where
     assert len({min(p) for p in where.values()}) == 3  # and keys do spread over partitions
+
+
+def test_sasl_settings_pass_through_to_sparks_connector(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``kafka.*`` security settings reach Spark's connector as they are: a SASL/PLAIN
+    listener admits the user with the right password, and refuses a wrong one."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from streamsmith.io.kafka.broker import start_broker
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+    with start_broker(tmp_path / "sasl", sasl_users={"alice": "wonder-land"}) as secured:
+        secured.create_topic("private", partitions=1)
+        producer = Producer({"bootstrap.servers": secured.bootstrap})
+        for i in range(4):
+            producer.produce("private", value=f"s{i}".encode())
+        assert producer.flush(30) == 0
+        spec = SourceSpec(
+            format="kafka",
+            options={
+                "kafka.bootstrap.servers": secured.sasl_bootstrap,
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": jaas + 'password="wonder-land";',
+                "subscribe": "private",
+                "startingOffsets": "earliest",
+            },
+        )
+        assert values(read_kafka(spark, spec, streaming=False)) == ["s0", "s1", "s2", "s3"]
+
+        wrong = AdminClient({
+            "bootstrap.servers": secured.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "guess",
+        })  # fmt: skip
+        try:
+            wrong.list_topics(timeout=10)
+        except KafkaException as refused:
+            assert "Authentication failed" in str(refused) or "SASL" in str(refused)
+        else:
+            raise AssertionError("a wrong password was admitted")

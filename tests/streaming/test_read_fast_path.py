@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from streamsmith.apps import get_app
 from streamsmith.cli.sql import query, register_views, run_sql
 from streamsmith.config import Trigger, load_spec
+from streamsmith.errors import UserError
 from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.generate.logs import logs_data
 from streamsmith.io.lake import read_table, start_table_stream, table_path
@@ -378,3 +379,29 @@ def test_a_delta_table_is_answered_from_its_latest_version(
     assert [cells for cells, _ in printed(fast_rows)] == [
         ["a", "6", "2026-11-01"], ["c", "7", "2026-11-03"]
     ]  # fmt: skip
+
+
+def test_time_travel_reads_a_delta_tables_earlier_versions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = table_path(tmp_path, "prices")
+    for price in (10, 12, 15):  # versions 0, 1, 2
+        frame = spark.createDataFrame([("widget", price)], "item string, price int")
+        frame.write.format("delta").mode("overwrite").save(str(path))
+    (parquet := table_path(tmp_path, "plain")).mkdir(parents=True)
+    spark.range(1).write.mode("overwrite").parquet(str(parquet))
+
+    def prices(sql: str) -> list[int]:
+        rows, _ = run_sql(spark, tmp_path, sql, 10)
+        return [row.price for row in rows]
+
+    assert prices("SELECT price FROM prices") == [15]
+    assert prices("SELECT price FROM prices VERSION AS OF 1") == [12]
+    assert prices("SELECT p.price FROM prices VERSION AS OF 0 AS p") == [10]
+    first = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("version = 0").first()
+    assert first is not None
+    assert prices(f"SELECT price FROM prices TIMESTAMP AS OF '{first.timestamp}'") == [10]
+    with pytest.raises(NotOnFastPath, match="time travel"):
+        answer(tmp_path, "SELECT price FROM prices VERSION AS OF 1", max_rows=10)
+    with pytest.raises(UserError, match="keeps no versions"):
+        run_sql(spark, tmp_path, "SELECT * FROM plain VERSION AS OF 0", 10)

@@ -33,6 +33,7 @@ from streamsmith.cli import (
     schema,
     services,
     sql,
+    table,
 )
 from streamsmith.cli.common import say
 from streamsmith.cli.generate import generate_cli
@@ -64,6 +65,7 @@ cli.command("demo")(demo.demo)
 cli.add_typer(generate_cli, name="generate")
 cli.add_typer(pipeline.checkpoint_cli, name="checkpoint")
 cli.add_typer(schema.schema_cli, name="schema")
+cli.add_typer(table.table_cli, name="table")
 cli.add_typer(services.db_cli, name="db")
 cli.add_typer(services.broker_cli, name="broker")
 cli.add_typer(services.topic_cli, name="topic")

@@ -262,7 +262,11 @@ def run_sql(spark: Any, root: Path, sql: str, max_rows: int) -> tuple[list[Any],
     """Run SQL over the lake's views; SQL errors become UserErrors naming the problem."""
     from pyspark.errors import AnalysisException, ParseException
 
+    from streamsmith.io.lake_paths import lake_tables
+    from streamsmith.read.time_travel import spark_time_travel
+
     register_views(spark, root)
+    sql = spark_time_travel(sql, lake_tables(root))
     try:
         frame = spark.sql(sql)
         rows = frame.limit(max_rows).collect()

@@ -151,6 +151,8 @@ class SparkQuery:
         if len(statements) != 1 or not isinstance(statements[0], exp.Query):
             raise NotOnFastPath("not a single SELECT query")
         self.tree: exp.Query = statements[0]
+        if any(table.args.get("version") for table in self.tree.find_all(exp.Table)):
+            raise NotOnFastPath("time travel (VERSION or TIMESTAMP AS OF)")
         self.tables = _read_tables(self.tree)
 
     def to_duckdb(self, columns: Mapping[str, Sequence[Field]], *, ansi: bool = True) -> str:

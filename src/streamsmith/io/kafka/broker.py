@@ -60,10 +60,18 @@ class EmbeddedBroker:
     process: subprocess.Popen[bytes]
     port: int
     home: Path
+    sasl_port: int | None = None  # a SASL_PLAINTEXT (PLAIN) listener, when users were given
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL/PLAIN listener's address (``start_broker(..., sasl_users=...)``)."""
+        if self.sasl_port is None:
+            raise BrokerError("this broker was started without SASL users")
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def log_path(self) -> Path:
@@ -109,20 +117,33 @@ class EmbeddedBroker:
 
 
 def start_broker(
-    home: Path, port: int | None = None, timeout_s: float = 60.0, *, detach: bool = False
+    home: Path,
+    port: int | None = None,
+    timeout_s: float = 60.0,
+    *,
+    detach: bool = False,
+    sasl_users: Mapping[str, str] | None = None,
 ) -> EmbeddedBroker:
     """Start a Kafka node on ``127.0.0.1:port`` (a free port by default) with its data in
     ``home`` and wait until it answers.
 
     A ``home`` that held a broker before keeps its topics; on it, ``port=None`` takes the
     port it had. ``detach`` starts it in its own session, so it outlives the command that
-    started it (``streamsmith broker start``).
+    started it (``streamsmith broker start``). ``sasl_users`` (name: password) adds a
+    second listener, SASL_PLAINTEXT with the PLAIN mechanism, that only they may use.
     """
     home.mkdir(parents=True, exist_ok=True)
     port = port or _previous_port(home) or free_port()
     controller = free_port()
+    sasl_port = free_port() if sasl_users else None
     properties = home / PROPERTIES
-    properties.write_text(_server_properties(home, port, controller), encoding="utf-8")
+    settings = _server_properties(home, port, controller)
+    if sasl_users and sasl_port:
+        settings = _with_sasl_listener(settings, sasl_port, sasl_users)
+    properties.unlink(missing_ok=True)  # it may hold passwords: never readable by others
+    descriptor = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(settings)
     (home / "log4j2.properties").write_text(_LOG4J, encoding="utf-8")
     if not (home / "data" / "meta.properties").is_file():
         _format_storage(home, properties)
@@ -132,7 +153,7 @@ def start_broker(
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, start_new_session=detach
         )
-    broker = EmbeddedBroker(process, port, home)
+    broker = EmbeddedBroker(process, port, home, sasl_port)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -198,13 +219,34 @@ def _server_properties(home: Path, port: int, controller: int) -> str:
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
+def _with_sasl_listener(settings: str, port: int, users: Mapping[str, str]) -> str:
+    """``settings`` with a SASL_PLAINTEXT listener on ``port`` for ``users`` (PLAIN)."""
+    listener = f"SASL_PLAINTEXT://127.0.0.1:{port}"
+    accounts = " ".join(f'user_{name}="{secret}"' for name, secret in users.items())
+    jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
+    lines = []
+    for line in settings.splitlines():
+        key, _, value = line.partition("=")
+        if key in ("listeners", "advertised.listeners"):
+            value = f"{value},{listener}"
+        elif key == "listener.security.protocol.map":
+            value = f"{value},SASL_PLAINTEXT:SASL_PLAINTEXT"
+        lines.append(f"{key}={value}")
+    lines += [
+        "sasl.enabled.mechanisms=PLAIN",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
 def _previous_port(home: Path) -> int | None:
     properties = home / PROPERTIES
     if not properties.is_file():
         return None
     for line in properties.read_text(encoding="utf-8").splitlines():
         if line.startswith("advertised.listeners="):
-            return int(line.rsplit(":", 1)[1])
+            plain = line.split("=", 1)[1].split(",")[0]  # PLAINTEXT://127.0.0.1:PORT
+            return int(plain.rsplit(":", 1)[1])
     return None
 
 

@@ -30,6 +30,19 @@ def alive(pid: int) -> bool:
     return True
 
 
+def runs_command(pid: int, marker: str) -> bool:
+    """Whether ``pid`` runs and one argument of its command line is ``marker`` (a path or
+    flag only our own daemon has): a recorded pid since reused by another process, or a
+    pid planted in a state file, is never signalled."""
+    if not alive(pid):
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return marker.encode() in command
+
+
 def private_dir(path: Path) -> Path:
     """``path`` as a folder only this user can enter: created 0700 if missing; refused
     (PermissionError naming the fix) if it is a symlink, belongs to another user or is

@@ -30,7 +30,7 @@ from psycopg import sql
 
 from streamsmith.errors import UserError
 from streamsmith.io.state_files import read_json_state, write_durably
-from streamsmith.processes import free_port
+from streamsmith.processes import free_port, write_new_file
 
 STATE_FILE = "server.json"
 DATA_DIR = "data"
@@ -159,8 +159,8 @@ def _init_cluster(home: Path, port: int) -> PostgresServer:
         _check_reachable(home)
         shutil.chown(home, SYSTEM_USER, SYSTEM_USER)
     password_file = home / ".pwfile"
-    password_file.write_text(server.password + "\n", encoding="utf-8")
-    password_file.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    password_file.unlink(missing_ok=True)  # left by an initdb cut short
+    write_new_file(password_file, f"{server.password}\n".encode())  # 0600 from the start
     if _as_root():
         shutil.chown(password_file, SYSTEM_USER, SYSTEM_USER)
     try:

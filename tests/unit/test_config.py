@@ -132,6 +132,15 @@ def test_a_spec_nested_too_deep_is_a_user_error_naming_the_file(tmp_path: Path) 
         load_spec(DEFAULT_SPEC, sets=["sources=" + "[" * 10_000 + "]" * 10_000])
 
 
+@pytest.mark.parametrize("value", ["[a, b", "{spark: {master: local[2]", "a: b: c", "'open"])
+def test_a_set_value_that_is_not_valid_yaml_fails_naming_the_key(value: str) -> None:
+    with pytest.raises(UserError, match=r"--set spark\.conf: the value is not valid YAML"):
+        load_spec(DEFAULT_SPEC, sets=[f"spark.conf={value}"])
+    # Quoted, the same text is a string; plain words stay strings as YAML reads them.
+    spec = load_spec(DEFAULT_SPEC, sets=["spark.conf.x='[a, b'", "spark.master=local[2]"])
+    assert (spec.spark.conf["x"], spec.spark.master) == ("[a, b", "local[2]")
+
+
 def test_storage_root_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("STREAMSMITH_ROOT", str(tmp_path / "env-root"))
     assert load_spec(DEFAULT_SPEC).root == tmp_path / "env-root"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from streamsmith.config import Trigger, load_spec, parse_duration, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import SinkContext
+from streamsmith.monitor.recorder import spec_secrets
 from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root, describe_plan
 from streamsmith.spark.session import default_conf, local_cores
 
@@ -85,6 +87,26 @@ def test_ysb_kafka_overrides_read_the_topic_as_the_typed_sets_do(tmp_path: Path)
     assert spec.model_dump() == typed.model_dump()  # origins differ: files vs overrides
     assert spec.sources["ads"].path is None
     assert spec.sources["ads"].options["subscribe"] == "ads"
+
+
+def test_dry_run_masks_kafka_secrets_by_key(tmp_path: Path) -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="pw";'
+    secrets = {
+        "kafka.sasl.jaas.config": jaas,
+        "kafka.ssl.key.password": "k3y",
+        "kafka.sasl.oauthbearer.client.secret": "c1ient",
+    }
+    app = get_app("ysb")
+    spec = load_spec(
+        app.default_spec,
+        overrides=kafka_overrides("127.0.0.1:9092", "ads"),
+        sets=[f"sources.ads.options.{key}={json.dumps(value)}" for key, value in secrets.items()],
+        storage_root=str(tmp_path),
+    )
+    text = describe_plan(build_plan(app, spec, Trigger("available-now")))
+    assert "kafka.sasl.jaas.config=***" in text and "kafka.ssl.key.password=***" in text
+    assert not [value for value in ('password="pw"', "k3y", "c1ient") if value in text]
+    assert spec_secrets(spec)[-3:] == list(secrets.values())  # redacted from the event log
 
 
 def test_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:

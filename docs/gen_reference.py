@@ -60,7 +60,8 @@ or folder, or a Python file declaring one `streamsmith.Pipeline`; left out, it i
 `./streamsmith.yml` (and `status`, `query`, `db` and `broker` take that pipeline's
 storage root). Every command that takes an app also takes `-f spec.yaml` (repeatable), `--set
 dotted.key=value` (repeatable; values are YAML, so `--set sources.x.latest_first=true`
-is a boolean; keys under `conf` and `options` may contain dots:
+is a boolean, and a value that is no valid YAML is an error: quote text, `--set 'x="[a"'`;
+keys under `conf` and `options` may contain dots:
 `--set spark.conf.spark.sql.shuffle.partitions=8`) and `--root PATH`. Precedence, lowest
 first: app default, `$STREAMSMITH_ROOT`, spec files in order, `--set` in order, `--root`.
 

@@ -119,16 +119,37 @@ def test_dashboard_charts_hold_the_runs_numbers(spark: SparkSession, tmp_path: P
     assert shot.stat().st_size > 10_000
 
 
-def test_dashboard_needs_a_token_beyond_loopback(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="pass --token"):
-        Dashboard(tmp_path, host="0.0.0.0")
-    guarded = Dashboard(tmp_path, token="t0ken").start()
+def request(url: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of a GET, with ``Host`` set as a browser would."""
+    ask = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(ask) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, dict(refused.headers), refused.read()
+
+
+def test_the_dashboard_needs_a_strong_token_and_a_loopback_host(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="at least 16"):
+        Dashboard(tmp_path, token="t0ken")
+    generated = Dashboard(tmp_path)
+    assert len(generated.token) >= 32 and generated.token not in generated.address
+    generated.server.server_close()
+
+    token = "a-token-of-24-characters"
+    guarded = Dashboard(tmp_path, token=token, allowed_hosts=["dash.internal"]).start()
     try:
         base = f"http://127.0.0.1:{guarded.port}"
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(f"{base}/api/dashboard")
-        assert refused.value.code == 401
-        allowed = urllib.request.urlopen(f"{base}/api/dashboard?token=t0ken").read()
-        assert b'"queries": []' in allowed
+        assert request(f"{base}/api/dashboard")[0] == 401  # on loopback too
+        status, headers, body = request(f"{base}/api/dashboard?token={token}")
+        assert status == 200 and b'"queries": []' in body
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        status, headers, _ = request(guarded.url)
+        assert status == 200 and "default-src 'none'" in headers["Content-Security-Policy"]
+        assert "script-src 'sha256-" in headers["Content-Security-Policy"]
+        # DNS rebinding: a page of evil.example resolved to 127.0.0.1 sends its own Host.
+        assert request(guarded.url, host=f"evil.example:{guarded.port}")[0] == 421
+        assert request(guarded.url, host=f"localhost:{guarded.port}")[0] == 200
+        assert request(guarded.url, host="dash.internal")[0] == 200  # configured
     finally:
         guarded.stop()

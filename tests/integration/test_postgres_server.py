@@ -35,12 +35,35 @@ def open_root() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def streamsmith(*args: str) -> subprocess.CompletedProcess[str]:
+def streamsmith(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
     return subprocess.run(
         [sys.executable, "-m", "streamsmith", *args],
-        capture_output=True, text=True, check=False, timeout=120, env=env,
+        capture_output=True, text=True, check=False, timeout=120, env=env, cwd=cwd,
     )  # fmt: skip
+
+
+def test_a_storage_root_with_spaces_and_shell_syntax_is_a_path_never_a_command(
+    open_root: Path,
+) -> None:
+    # A folder anyone (also the postgres user, under root) can write in: a command that
+    # the shell ran from the path would leave its file here.
+    scratch = open_root.parent / "scratch"
+    scratch.mkdir(mode=0o777)
+    scratch.chmod(0o777)
+    root = open_root.parent / "my lake $(touch ran) `touch ran2`"
+    try:
+        started = streamsmith("db", "start", "--root", str(root), cwd=scratch)
+        assert started.returncode == 0, started.stderr
+        server = postgres_status(root / "postgres")
+        assert server is not None and server.home == (root / "postgres").resolve()
+        with psycopg.connect(server.dsn) as conn:
+            directory = conn.execute("SHOW data_directory").fetchone()
+        assert directory == (str(root / "postgres" / "data"),)
+        assert list(scratch.iterdir()) == []  # nothing ran
+        assert sorted(p.name for p in open_root.parent.iterdir()) == sorted(["scratch", root.name])
+    finally:
+        streamsmith("db", "stop", "--root", str(root))
 
 
 def test_db_start_status_stop_never_print_the_password(open_root: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.io.kafka.range_cache import seal
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 
 Produce = Callable[..., None]
@@ -169,12 +170,14 @@ def test_queries_sharing_a_range_cache_consume_each_range_once(
     assert len(kept) == 6  # 3 partitions x 2 batches, waiting for their second reader
 
     # The second query reads the kept ranges, not the broker: a value changed in one
-    # kept file shows up in its output (a test-only edit, to prove where rows come from).
+    # kept file shows up in its output (a test-only edit, to prove where rows come from;
+    # sealed with the cache's key as the cache seals what it writes, else it is ignored).
     table = pa.ipc.open_file(pa.OSFile(str(kept[0]))).read_all()
     replaced = {json.loads(value)["n"] for value in table.column("value").to_pylist()}
     changed = table.set_column(1, "value", pa.array([b'{"n": -1}'] * table.num_rows, pa.binary()))
     with pa.ipc.new_file(str(kept[0]), changed.schema) as writer:
         writer.write_table(changed)
+    seal(kept[0])
     second, sizes = drain(spark, frame(), tmp_path / "second")
 
     assert sizes == [60, 30]

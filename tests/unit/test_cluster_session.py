@@ -3,6 +3,8 @@ masters keep the driver on loopback, and the package zip shipped to executors.""
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -37,8 +39,9 @@ def test_a_master_on_loopback_keeps_the_driver_on_loopback(master: str, loopback
 
 
 def test_the_package_zip_holds_the_installed_package_and_is_reused(tmp_path: Path) -> None:
-    archive = package_zip(tmp_path)
-    assert archive.parent == tmp_path
+    folder = tmp_path / "pyfiles"
+    archive = package_zip(folder)
+    assert archive.parent == folder
     names = zipfile.ZipFile(archive).namelist()
     package = Path(streamsmith.__file__).parent
     for module in ("streamsmith/__init__.py", "streamsmith/io/kafka/source.py"):
@@ -47,6 +50,51 @@ def test_the_package_zip_holds_the_installed_package_and_is_reused(tmp_path: Pat
     assert "streamsmith/log4j2.properties" in names  # package data too
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     modified = archive.stat().st_mtime_ns
-    assert package_zip(tmp_path) == archive  # same content: the cached zip, not rebuilt
+    assert package_zip(folder) == archive  # same content: the cached zip, not rebuilt
     assert archive.stat().st_mtime_ns == modified
-    assert [p.name for p in tmp_path.iterdir()] == [archive.name]  # no staging file left
+    assert [p.name for p in folder.iterdir()] == [archive.name]  # no staging file left
+
+
+def test_the_package_zip_lives_in_a_folder_of_the_cache_only_its_user_can_enter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAMSMITH_CACHE", str(tmp_path / "cache"))
+    archive = package_zip()
+    assert archive.parent == tmp_path / "cache" / "pyfiles"
+    assert stat.S_IMODE(archive.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
+
+
+def test_a_zip_planted_under_the_expected_name_is_replaced_not_shipped(tmp_path: Path) -> None:
+    folder = tmp_path / "pyfiles"
+    name = package_zip(folder).name
+    for planted in folder.iterdir():
+        planted.unlink()
+    with zipfile.ZipFile(folder / name, "w") as zipped:
+        zipped.writestr("streamsmith/__init__.py", "import os; os.system('id')\n")
+    (folder / "elsewhere.zip").write_bytes(b"not ours")
+
+    archive = package_zip(folder)
+
+    package = Path(streamsmith.__file__).parent
+    shipped = zipfile.ZipFile(archive).read("streamsmith/__init__.py")
+    assert shipped == (package / "__init__.py").read_bytes()
+    (folder / name).unlink()
+    (folder / name).symlink_to(folder / "elsewhere.zip")  # a planted symlink: replaced too
+    assert zipfile.ZipFile(package_zip(folder)).read("streamsmith/__init__.py") == shipped
+    assert (folder / "elsewhere.zip").read_bytes() == b"not ours"
+
+
+def test_the_package_zip_refuses_a_folder_others_can_enter_or_own(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(PermissionError, match="open to other users"):
+        package_zip(shared)
+    assert not list(shared.iterdir())
+    if os.geteuid() == 0:  # only root can give a folder away
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(PermissionError, match="belongs to user id 65534"):
+            package_zip(theirs)

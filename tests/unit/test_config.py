@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from streamsmith.config import Trigger, load_spec, parse_duration, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import SinkContext
+from streamsmith.monitor.recorder import spec_secrets
 from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root, describe_plan
 from streamsmith.spark.session import default_conf, local_cores
 
@@ -87,6 +89,26 @@ def test_ysb_kafka_overrides_read_the_topic_as_the_typed_sets_do(tmp_path: Path)
     assert spec.sources["ads"].options["subscribe"] == "ads"
 
 
+def test_dry_run_masks_kafka_secrets_by_key(tmp_path: Path) -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="pw";'
+    secrets = {
+        "kafka.sasl.jaas.config": jaas,
+        "kafka.ssl.key.password": "k3y",
+        "kafka.sasl.oauthbearer.client.secret": "c1ient",
+    }
+    app = get_app("ysb")
+    spec = load_spec(
+        app.default_spec,
+        overrides=kafka_overrides("127.0.0.1:9092", "ads"),
+        sets=[f"sources.ads.options.{key}={json.dumps(value)}" for key, value in secrets.items()],
+        storage_root=str(tmp_path),
+    )
+    text = describe_plan(build_plan(app, spec, Trigger("available-now")))
+    assert "kafka.sasl.jaas.config=***" in text and "kafka.ssl.key.password=***" in text
+    assert not [value for value in ('password="pw"', "k3y", "c1ient") if value in text]
+    assert spec_secrets(spec)[-3:] == list(secrets.values())  # redacted from the event log
+
+
 def test_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
     spec_file = tmp_path / "mine.yaml"
     spec_file.write_text("sources:\n  cloudtrail_logs:\n    max_file_per_trigger: 5\n")
@@ -130,6 +152,15 @@ def test_a_spec_nested_too_deep_is_a_user_error_naming_the_file(tmp_path: Path) 
         load_pipeline(deep)
     with pytest.raises(UserError, match="--set sources: the value nests too deep"):
         load_spec(DEFAULT_SPEC, sets=["sources=" + "[" * 10_000 + "]" * 10_000])
+
+
+@pytest.mark.parametrize("value", ["[a, b", "{spark: {master: local[2]", "a: b: c", "'open"])
+def test_a_set_value_that_is_not_valid_yaml_fails_naming_the_key(value: str) -> None:
+    with pytest.raises(UserError, match=r"--set spark\.conf: the value is not valid YAML"):
+        load_spec(DEFAULT_SPEC, sets=[f"spark.conf={value}"])
+    # Quoted, the same text is a string; plain words stay strings as YAML reads them.
+    spec = load_spec(DEFAULT_SPEC, sets=["spark.conf.x='[a, b'", "spark.master=local[2]"])
+    assert (spec.spark.conf["x"], spec.spark.master) == ("[a, b", "local[2]")
 
 
 def test_storage_root_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from streamsmith.read.engine import Record, _spark_value
+from streamsmith.io.lake_paths import TABLES_DIR
+from streamsmith.read.engine import Record, _lock, _spark_value, answer
 from streamsmith.read.errors import NotOnFastPath
 from streamsmith.read.tables import Field, committed_files, load_table, sink_log_files
 from streamsmith.read.transpile import SparkQuery
@@ -198,3 +199,34 @@ def test_timestamps_come_back_as_pyspark_gives_them() -> None:
     micros = (instant - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
     kind = duckdb.connect().sql("SELECT now() AS t").types[0]
     assert _spark_value(instant, kind) == TimestampType().fromInternal(micros)
+
+
+def test_a_cte_named_like_a_file_reads_no_file_outside_the_lake(tmp_path: Path) -> None:
+    import duckdb
+
+    root = tmp_path / "root"
+    (root / TABLES_DIR / "events").mkdir(parents=True)
+    outside = tmp_path / "private.csv"
+    with duckdb.connect() as connection:
+        connection.execute(f"COPY (SELECT 1 AS n) TO '{root / TABLES_DIR / 'events/a.parquet'}'")
+        connection.execute(f"COPY (SELECT 'hunter2' AS secret) TO '{outside}'")
+    trick = (
+        f"WITH x AS (SELECT * FROM (WITH `{outside}` AS (SELECT 1 a) SELECT a FROM `{outside}`)) "
+        f"SELECT * FROM `{outside}`"
+    )
+    assert SparkQuery(trick).tables == {str(outside).lower()}  # the outer name is no CTE
+    with pytest.raises(NotOnFastPath, match="not a lake table"):
+        answer(root, trick, max_rows=10)
+    # A CTE in scope is still one; the lake's tables are read.
+    rows, _ = answer(root, "WITH e AS (SELECT n FROM events) SELECT n FROM e", max_rows=10)
+    assert rows == [(1,)]
+
+    # And the connection itself reads the lake's folders only, locked.
+    with duckdb.connect() as connection:
+        connection.execute(f"CREATE VIEW events AS SELECT * FROM '{root / TABLES_DIR}/*/*.parquet'")
+        _lock(connection, [root / TABLES_DIR])
+        assert connection.sql("SELECT n FROM events").fetchall() == [(1,)]
+        with pytest.raises(duckdb.PermissionException):
+            connection.sql(f"SELECT * FROM '{outside}'").fetchall()
+        with pytest.raises(duckdb.Error, match="locked"):
+            connection.execute("SET enable_external_access = true")

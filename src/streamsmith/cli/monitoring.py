@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -188,21 +189,40 @@ def dashboard(
         str | None,
         typer.Option(
             "--token",
-            help="Required unless bound to loopback.",
+            help="The page's token (16 characters or more); generated when not given.",
             envvar="STREAMSMITH_DASHBOARD_TOKEN",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A name the page may be reached by besides loopback names (repeatable).",
         ),
     ] = None,
 ) -> None:
     """Serve the live monitoring page over the event log until stopped: per query,
     input vs processing rate, batch duration, watermark delay, state rows, lag,
-    quarantined and late rows, alerts and failures."""
+    quarantined and late rows, alerts and failures. Its address with the token goes to
+    <root>/dashboard.url (readable by you only), never to the terminal."""
+    from streamsmith.processes import write_new_file
     from streamsmith.web.server import Dashboard
 
-    server = Dashboard(storage_root(root), host, port, token).start()
-    say(f"dashboard at {server.url} (Ctrl-C stops it)", to_stderr=True)
+    data_root = storage_root(root)
+    server = Dashboard(data_root, host, port, token, allow_host or ()).start()
+    link = data_root / "dashboard.url"
+    data_root.mkdir(parents=True, exist_ok=True)
+    link.unlink(missing_ok=True)
+    write_new_file(link, f"{server.url}\n".encode())
+    say(
+        f"dashboard at {server.address}: open the address with its token from {link} "
+        f'(e.g. xdg-open "$(cat {shlex.quote(str(link))})"); Ctrl-C stops it',
+        to_stderr=True,
+    )
     stop = threading.Event()
     try:
         with stop_on_signals(stop):
             stop.wait()
     finally:
         server.stop()
+        link.unlink(missing_ok=True)

@@ -52,6 +52,8 @@ from streamsmith.config.models import (
     SparkSpec,
     StrictModel,
     SupervisorSpec,
+    is_secret_key,
+    masked_options,
     parser_options,
 )
 
@@ -85,8 +87,10 @@ __all__ = [
     "Trigger",
     "check_schedule",
     "deep_merge",
+    "is_secret_key",
     "load_spec",
     "load_spec_file",
+    "masked_options",
     "parse_duration",
     "parse_trigger",
     "parser_options",

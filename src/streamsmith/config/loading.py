@@ -142,8 +142,12 @@ def _parse_assignment(assignment: str) -> tuple[str, Any]:
         raise UserError(f"--set {assignment!r} must look like dotted.key=value")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+    except yaml.YAMLError as exc:  # never taken as a string: [a, b or {x: 1 is a typo
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise UserError(
+            f"--set {key.strip()}: the value is not valid YAML ({problem}); quote it to "
+            f"mean text: --set {key.strip()}='\"...\"'"
+        ) from None
     except RecursionError:
         raise UserError(f"--set {key.strip()}: the value nests too deep to read") from None
     return key.strip(), value

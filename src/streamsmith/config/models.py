@@ -283,6 +283,19 @@ OutputMode = Literal["append", "update", "complete"]
 # kept as ``SecretStr`` in the spec, never printed, and redacted from the event log.
 _SECRET_SETTINGS = frozenset({"url", "dsn", "password", "token"})
 _SECRET_WORDS = ("password", "secret", "jaas", "token")
+MASK = "***"
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether an option under ``key`` holds a secret (``kafka.sasl.jaas.config``,
+    ``kafka.ssl.key.password``, ``client_secret``, ``token``): masked by key wherever
+    options are shown, whatever its value looks like."""
+    return any(word in str(key).lower() for word in _SECRET_WORDS)
+
+
+def masked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as they may be shown: each secret's value replaced by ``***``."""
+    return {key: MASK if is_secret_key(key) else value for key, value in options.items()}
 
 
 class SinkSpec(BaseModel):
@@ -323,11 +336,7 @@ class SinkSpec(BaseModel):
         found = [v.get_secret_value() for v in self.settings.values() if isinstance(v, SecretStr)]
         options = self.settings.get("options")
         if isinstance(options, Mapping):
-            found += [
-                str(value)
-                for key, value in options.items()
-                if any(word in str(key).lower() for word in _SECRET_WORDS)
-            ]
+            found += [str(value) for key, value in options.items() if is_secret_key(key)]
         return found
 
 

@@ -111,12 +111,22 @@ def health_body(states: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
     return (200 if healthy else 503), {"healthy": healthy, "queries": dict(states)}
 
 
-def answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
-    """Send a complete, uncached HTTP answer from a request handler."""
+def answer(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes,
+    content_type: str,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Send a complete, uncached HTTP answer from a request handler, its type as given
+    (``nosniff``: a browser never reads JSON or text as a page or script)."""
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(body)))
     handler.send_header("Cache-Control", "no-store")
+    handler.send_header("X-Content-Type-Options", "nosniff")
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(body)
 

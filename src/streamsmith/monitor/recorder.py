@@ -28,7 +28,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from streamsmith.config import PipelineSpec, parse_duration
+from streamsmith.config import PipelineSpec, is_secret_key, parse_duration
 from streamsmith.io.postgres.dsn import dsn_secrets
 from streamsmith.monitor import observed
 from streamsmith.monitor.alerts import SloWatch
@@ -247,9 +247,7 @@ def spec_secrets(spec: PipelineSpec) -> list[str]:
         found += flow.sink.secrets()
     option_sets = [spec.kafka.options, *(source.options for source in spec.sources.values())]
     for options in option_sets:
-        for key, value in options.items():
-            if any(word in key.lower() for word in ("password", "secret", "jaas")):
-                found.append(str(value))
+        found += [str(value) for key, value in options.items() if is_secret_key(key)]
     return found
 
 

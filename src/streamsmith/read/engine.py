@@ -92,7 +92,8 @@ def answer(
         connection.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
         # The views read each file's footer for its columns, the query again: read once
         connection.execute("SET parquet_metadata_cache = true")
-        fields = _register_views(connection, root, query.tables)
+        fields, folders = _register_views(connection, root, query.tables)
+        _lock(connection, folders)
         relation = connection.sql(query.to_duckdb(fields, ansi=ansi))
         columns, types = list(relation.columns), list(relation.types)
         rows = relation.limit(max_rows).fetchall()
@@ -103,21 +104,38 @@ def answer(
         connection.close()
 
 
+def _lock(connection: duckdb.DuckDBPyConnection, folders: Iterable[Path]) -> None:
+    """Let the query read the views' folders and nothing else, for good: no other file
+    (``FROM 'any/file.csv'`` or a table function slipped past the transpiler), no
+    extension installed or loaded, no setting changed back."""
+    allowed = sorted({form for folder in folders for form in (folder, folder.resolve())})
+    listed = ", ".join(literal(f"{folder}/") for folder in allowed)
+    connection.execute(f"SET allowed_directories = [{listed}]")
+    connection.execute("SET enable_external_access = false")
+    connection.execute("SET autoinstall_known_extensions = false")
+    connection.execute("SET autoload_known_extensions = false")
+    connection.execute("SET lock_configuration = true")
+
+
 def _register_views(
     connection: duckdb.DuckDBPyConnection, root: Path, names: Iterable[str]
-) -> dict[str, list[Field]]:
-    """A view for each table ``names`` asks for that the lake has; their fields."""
+) -> tuple[dict[str, list[Field]], list[Path]]:
+    """A view for each table ``names`` asks for that the lake has; their fields, and the
+    folders the views read."""
     import duckdb
 
     tables = {name.lower(): path for name, path in lake_tables(root).items()}
     fields: dict[str, list[Field]] = {}
+    folders: list[Path] = []
     for name in sorted(names):
         if name == EVENTS_VIEW:
             connection.execute(f"CREATE VIEW {quote(name)} AS {_events_sql(root)}")
             fields[name] = [Field(column, kind) for column, kind in EVENT_COLUMNS]
+            folders.append(events_dir(root))
             continue
         if name not in tables:
             continue
+        folders.append(tables[name])
         table = load_table(name, tables[name])
         raw: dict[str, Any] = {}
         if table.files:  # every file's columns: a table whose schema grew has several
@@ -134,7 +152,7 @@ def _register_views(
                 for column, kind in raw.items()
             )
         fields[name] = [*data, *table.partitions]
-    return fields
+    return fields, folders
 
 
 def _events_sql(root: Path) -> str:

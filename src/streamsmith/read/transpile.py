@@ -173,17 +173,44 @@ class SparkQuery:
 
 
 def _read_tables(tree: exp.Expr) -> frozenset[str]:
-    """The views a query reads (CTEs excluded), lower-case."""
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    """The views a query reads (references to a CTE in scope excluded), lower-case.
+
+    Scopes as SQL has them: a name defined by a ``WITH`` deeper in the query, or later in
+    the same ``WITH``, is no CTE where it is used, so it counts as a table here, as DuckDB
+    would read it (a file path named like a CTE nested elsewhere was read as a file)."""
     names: set[str] = set()
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             raise NotOnFastPath(f"a table function ({table.sql(dialect='spark')})")
         if table.args.get("db") or table.args.get("catalog"):
             raise NotOnFastPath(f"a table in a database ({table.sql(dialect='spark')})")
-        if table.name.lower() not in ctes:
+        if not _names_a_cte(table):
             names.add(table.name.lower())
     return frozenset(names)
+
+
+def _names_a_cte(table: exp.Table) -> bool:
+    """Whether a CTE visible where ``table`` stands has its name: one of a ``WITH`` of an
+    enclosing query, or an earlier one of the ``WITH`` whose CTE holds it (itself too if
+    ``RECURSIVE``)."""
+    name = table.name.lower()
+    node: exp.Expr = table
+    while node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.With):  # node is one of its CTEs
+            ctes = list(parent.expressions)
+            seen = ctes[: ctes.index(node) + (1 if parent.args.get("recursive") else 0)]
+            if name in {cte.alias_or_name.lower() for cte in seen}:
+                return True
+            node = parent.parent if parent.parent is not None else parent
+            continue  # past the query that owns this WITH: its CTEs were just weighed
+        with_ = parent.args.get("with_")
+        if isinstance(with_, exp.With) and any(
+            cte.alias_or_name.lower() == name for cte in with_.expressions
+        ):
+            return True
+        node = parent
+    return False
 
 
 def _column_types(fields: Iterator[Sequence[Field]]) -> dict[str, set[str]]:

@@ -10,11 +10,15 @@ ports; pids, ports and logs live under ``<storage root>/cluster`` (``cluster.jso
 stderr per application) under ``<storage root>/cluster/work/worker-N``.
 
 The daemons run in their own process groups, so they outlive the command that started
-them, and stopping a group also ends the executors and Python workers it spawned.
+them, and stopping a group also ends the executors and Python workers it spawned. Each
+daemon's command line carries a mark of its home (``-Dstreamsmith.cluster=<digest>``):
+``cluster stop`` signals a recorded pid only while it still runs with that mark, never a
+pid since reused by another process or planted in ``cluster.json``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from streamsmith.errors import UserError
-from streamsmith.processes import alive, free_port
+from streamsmith.processes import alive, free_port, runs_command
 
 STATE_FILE = "cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -107,7 +111,7 @@ def start_cluster(
     home = home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     spark = spark_home()
-    env = _daemon_env(spark)
+    env = _daemon_env(spark, home)
     master_port, master_ui = free_port(), free_port()
     master_url = f"spark://{LOOPBACK}:{master_port}"
     master_args = ["--host", LOOPBACK, "--port", str(master_port), "--webui-port", str(master_ui)]
@@ -150,7 +154,7 @@ def start_cluster(
 def cluster_status(home: Path) -> StandaloneCluster | None:
     """The cluster recorded in ``home`` if its master runs and answers, else None."""
     cluster = _read_state(home)
-    if cluster is None or not alive(cluster.master.pid):
+    if cluster is None or not runs_command(cluster.master.pid, daemon_mark(cluster.home)):
         return None
     try:
         cluster.state()
@@ -165,12 +169,19 @@ def stop_cluster(home: Path, timeout_s: float = 15.0) -> bool:
     cluster = _read_state(home)
     if cluster is None:
         return False
-    pids = [worker.pid for worker in cluster.workers] + [cluster.master.pid]
-    was_running = any(alive(pid) for pid in pids)
-    for pid in pids:
+    recorded = [worker.pid for worker in cluster.workers] + [cluster.master.pid]
+    ours = [pid for pid in recorded if runs_command(pid, daemon_mark(cluster.home))]
+    for pid in ours:
         _stop_group(pid, timeout_s)
     (home / STATE_FILE).unlink(missing_ok=True)
-    return was_running
+    return bool(ours)
+
+
+def daemon_mark(home: Path) -> str:
+    """The JVM option that marks a daemon of the cluster in ``home`` (resolved): a digest,
+    so no path with spaces or quotes goes through Spark's launcher's option parsing."""
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:16]
+    return f"-Dstreamsmith.cluster={digest}"
 
 
 def master_json(web_ui: str, timeout_s: float = 5.0) -> dict[str, Any]:
@@ -184,9 +195,10 @@ def master_json(web_ui: str, timeout_s: float = 5.0) -> dict[str, Any]:
 # internals
 
 
-def _daemon_env(spark: Path) -> dict[str, str]:
-    """Loopback only, the wheel as SPARK_HOME, and this Python for executors' workers
-    (the driver's ``PYSPARK_PYTHON`` decides for PySpark tasks; this is the fallback)."""
+def _daemon_env(spark: Path, home: Path) -> dict[str, str]:
+    """Loopback only, the wheel as SPARK_HOME, this Python for executors' workers (the
+    driver's ``PYSPARK_PYTHON`` decides for PySpark tasks; this is the fallback), and the
+    mark of ``home`` on every daemon's command line."""
     env = dict(os.environ)
     env.update(
         {
@@ -196,6 +208,9 @@ def _daemon_env(spark: Path) -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable,
             # Master and worker are bookkeepers; executors get their own heap.
             "SPARK_DAEMON_MEMORY": env.get("SPARK_DAEMON_MEMORY", "512m"),
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(
+                filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS"), daemon_mark(home)])
+            ),
             # Spark 4 opens the master's REST submission server on the fixed port 6066 by
             # default: unauthenticated, and a clash between two clusters on one machine.
             "SPARK_MASTER_OPTS": " ".join(

@@ -9,7 +9,8 @@ quiet logs. Everything can be overridden from the spec's ``spark.conf``.
 With a cluster master (``spark://...``, ``k8s://...``, ``yarn``) the executors may not
 have streamsmith installed, yet they unpickle its code: the Kafka source is a Python Data
 Source, and UDFs and stateful processors live in the package. So the driver zips the
-installed package (once per content, in the temp directory) and adds it with
+installed package (once per content, in a folder of streamsmith's cache only this user
+can enter) and adds it with
 ``addPyFile`` before any query is defined; Spark serves it to every executor and puts it
 first on their Python path. A master on loopback (``streamsmith cluster start``) also
 keeps the driver on 127.0.0.1.
@@ -24,11 +25,12 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import io
+import logging
 import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -41,13 +43,17 @@ from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
 from streamsmith.defaults import SESSION_TIME_ZONE
+from streamsmith.processes import private_dir, read_own_file, write_new_file
 from streamsmith.spark import jars, jvm, jvm_archive
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 # The JVM's note on the module Spark's launcher always adds: nothing a user can act on.
 INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 STREAMING_JOB_ARTIFACTS = "streaming_job"
+PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
 # Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -180,7 +186,10 @@ def package_zip(cache_dir: Path | None = None) -> Path:
 
     The name carries a digest of the content: an unchanged package reuses the cached zip,
     and a changed one never collides with an older zip Spark already serves under the
-    same name.
+    same name. The zip is imported first on every executor, so it is kept in a folder only
+    this user can enter (``<cache>/pyfiles``, see :func:`streamsmith.processes.private_dir`),
+    created exclusively, and compared byte for byte with the zip the package makes before
+    each use: a zip planted or altered under the expected name is replaced, never shipped.
     """
     package = Path(str(resources.files("streamsmith")))
     files = sorted(
@@ -192,20 +201,35 @@ def package_zip(cache_dir: Path | None = None) -> Path:
     digest = hashlib.sha256()
     for name, data in contents:
         digest.update(name.encode() + b"\0" + data + b"\0")
-    cache = cache_dir or Path(tempfile.gettempdir()) / "streamsmith-pyfiles"
+    cache = private_dir(cache_dir or jars.cache_dir() / PYFILES_DIR)
     archive = cache / f"streamsmith-{digest.hexdigest()[:16]}.zip"
-    if archive.is_file():
-        return archive
-    cache.mkdir(parents=True, exist_ok=True)
+    expected = _zipped(contents)
+    try:
+        if read_own_file(archive) == expected:
+            return archive
+        log.warning("replacing %s: it is not the zip of the installed package", archive)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a symlink under the zip's name (ELOOP)
+        log.warning("replacing %s: %s", archive, exc.strerror)
     staging = cache / f".{archive.name}.{os.getpid()}.tmp"
-    with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as zipped:
+    staging.unlink(missing_ok=True)
+    write_new_file(staging, expected)
+    staging.replace(archive)  # replaces a symlink itself, never its target
+    return archive
+
+
+def _zipped(contents: list[tuple[str, bytes]]) -> bytes:
+    """The same bytes for the same files: fixed times and modes, so a cached zip can be
+    checked by comparison."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zipped:
         for name, data in contents:
             entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             entry.external_attr = 0o644 << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             zipped.writestr(entry, data)
-    staging.replace(archive)
-    return archive
+    return buffer.getvalue()
 
 
 @contextmanager

@@ -1,17 +1,25 @@
 """``streamsmith dashboard``: the page and its JSON, served from the event log.
 
 It reads what the log gained at every request, so it shows a run live and keeps showing
-it after the run ended. On 127.0.0.1 it needs no credentials; bound to any other address it
-requires a token (``?token=…`` or ``Authorization: Bearer …``), compared in constant
-time, since the page shows error messages and table names.
+it after the run ended. The page shows error messages and table names, so every request
+needs a token (``?token=…`` or ``Authorization: Bearer …``, compared in constant time),
+even on loopback, which every local user reaches: one given must be long enough to resist
+guessing, else a strong one is generated. A request whose ``Host`` header is not a
+loopback name (or one allowed explicitly) is refused, so a web page cannot reach the
+dashboard through DNS rebinding; answers forbid MIME sniffing and the page runs under a
+Content-Security-Policy that allows its own inline script (by hash) and nothing remote.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
-import ipaddress
 import json
+import re
+import secrets
 import threading
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -23,28 +31,32 @@ from streamsmith.monitor.eventlog import LogFollower
 from streamsmith.monitor.metrics import answer
 from streamsmith.web.data import DashboardFold
 
-
-def needs_token(host: str) -> bool:
-    """Whether binding ``host`` exposes the page beyond this machine."""
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host != "localhost"
+MIN_TOKEN_LENGTH = 16
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+_WILDCARDS = ("", "0.0.0.0", "::")
 
 
 class Dashboard:
     """The dashboard's HTTP server, running on a background thread."""
 
     def __init__(
-        self, root: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None
+        self,
+        root: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
-        if needs_token(host) and not token:
+        if token is not None and len(token) < MIN_TOKEN_LENGTH:
             raise UserError(
-                f"the dashboard on {host} would be reachable from other machines: "
-                "pass --token (or bind 127.0.0.1)"
+                f"the dashboard token is {len(token)} characters long: give one of at least "
+                f"{MIN_TOKEN_LENGTH} (e.g. `python -c 'import secrets; "
+                "print(secrets.token_urlsafe())'`), or none to have one generated"
             )
         self.root = root
-        self.token = token
+        self.token = token or secrets.token_urlsafe(32)
+        names = [*LOOPBACK_NAMES, *allowed_hosts, *([] if host in _WILDCARDS else [host])]
+        self.allowed_hosts = frozenset(name.lower().strip("[]") for name in names)
         self._follower = LogFollower(root, None)
         self._fold = DashboardFold()
         self._lock = threading.Lock()  # requests are served on threads of their own
@@ -57,9 +69,15 @@ class Dashboard:
         )
 
     @property
+    def address(self) -> str:
+        """Where the page is, without its token: what may be printed."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    @property
     def url(self) -> str:
-        suffix = f"/?token={self.token}" if self.token else "/"
-        return f"http://{self.host}:{self.port}{suffix}"
+        """The page's address with its token: a secret, for the browser only."""
+        return f"{self.address}?token={self.token}"
 
     def start(self) -> Dashboard:
         self._thread.start()
@@ -79,20 +97,45 @@ class Dashboard:
             skipped = self._follower.malformed  # event-log lines that are no JSON object
             return {"root": str(self.root), "malformed_event_lines": skipped, **self._fold.data()}
 
+    def known_host(self, header: str | None) -> bool:
+        """Whether a request's ``Host`` names this server by a name it answers to (any
+        port: the header carries the one the browser used)."""
+        if not header:
+            return False
+        name = re.sub(r":\d+$", "", header.strip()).lower().strip("[]")
+        return name in self.allowed_hosts
+
     def allowed(self, path: str, authorization: str | None) -> bool:
-        if not self.token:
-            return True
         offered = parse_qs(urlparse(path).query).get("token", [""])[0]
         if authorization and authorization.startswith("Bearer "):
             offered = authorization.removeprefix("Bearer ")
         return hmac.compare_digest(offered.encode(), self.token.encode())
 
 
+def content_policy(page: bytes) -> str:
+    """The page's Content-Security-Policy: its own inline script (by hash), inline styles,
+    requests to itself only; no frames, forms, plug-ins or base URL."""
+    scripts = re.findall(rb"<script>(.*?)</script>", page, flags=re.DOTALL)
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(script).digest()).decode()}'"
+        for script in scripts
+    )
+    return (
+        f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
+
+
 def _handler(dashboard: Dashboard, page: bytes) -> type[BaseHTTPRequestHandler]:
+    policy = content_policy(page)
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             route = urlparse(self.path).path
-            if not dashboard.allowed(self.path, self.headers.get("Authorization")):
+            if not dashboard.known_host(self.headers.get("Host")):
+                self._answer(421, b"unknown Host: use http://127.0.0.1:PORT/\n", "text/plain")
+            elif not dashboard.allowed(self.path, self.headers.get("Authorization")):
                 self._answer(401, b"a token is required: ?token=...\n", "text/plain")
             elif route in ("/", "/index.html"):
                 self._answer(200, page, "text/html; charset=utf-8")
@@ -103,7 +146,7 @@ def _handler(dashboard: Dashboard, page: bytes) -> type[BaseHTTPRequestHandler]:
                 self._answer(404, b"not found\n", "text/plain")
 
         def _answer(self, status: int, body: bytes, content_type: str) -> None:
-            answer(self, status, body, content_type)
+            answer(self, status, body, content_type, {"Content-Security-Policy": policy})
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # the page polls every 2 s

@@ -29,7 +29,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from streamsmith.processes import alive, answers, free_port
+from streamsmith.processes import alive, answers, free_port, runs_command
 from streamsmith.spark import jars, jvm_archive
 
 MAIN_CLASS = "kafka.Kafka"
@@ -310,13 +310,7 @@ def _our_pid(home: Path) -> int | None:
     if state is None:
         return None
     pid = int(state["pid"])
-    if not alive(pid):
-        return None
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    return pid if str(home / PROPERTIES).encode() in command else None
+    return pid if runs_command(pid, str(home / PROPERTIES)) else None
 
 
 def _daemon_state(home: Path) -> dict[str, int | str] | None:

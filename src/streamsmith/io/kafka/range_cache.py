@@ -22,25 +22,35 @@ Safety:
 - A file is deleted once the flow's ``readers`` queries have read it, and any file
   unused for ``ttl_s`` (a query that skipped its batch, a replay that never came) is
   swept when the next range is cached.
+- The files are records from the broker that another local user must neither read nor
+  plant: the folder (``<streamsmith cache>/kafka-ranges`` unless ``rangeCacheDir`` names
+  one) must be this user's and closed to others (0700, checked at each use), files are
+  created 0600 with ``O_EXCL|O_NOFOLLOW`` and never opened through a symlink, and each
+  range carries a MAC (HMAC-SHA256 under a key kept 0600 in the folder) that is checked
+  before it is served: a file the cache did not write is ignored and the range consumed
+  from the broker.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import json
 import logging
 import os
-import tempfile
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamsmith.io.kafka.offsets import json_within
+from streamsmith.processes import PRIVATE_FILE_MODE, private_dir, read_own_file, write_new_file
+from streamsmith.spark.jars import cache_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,8 +60,13 @@ log = logging.getLogger(__name__)
 RANGE_CACHE = "rangeCache"  # the source options that switch it on
 RANGE_CACHE_READERS = "rangeCacheReaders"
 RANGE_CACHE_COUNTED = "rangeCacheCounted"
-DEFAULT_DIR = Path(tempfile.gettempdir()) / "streamsmith-kafka-ranges"
 DEFAULT_TTL_S = 120.0
+KEY_FILE = ".key"  # the folder's MAC key: never swept
+
+
+def default_dir() -> Path:
+    """Where ranges are cached unless ``rangeCacheDir`` says: in streamsmith's cache, per user."""
+    return cache_dir() / "kafka-ranges"
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,7 @@ class RangeCache:
 
     group: str
     readers: int
-    folder: Path = DEFAULT_DIR
+    folder: Path = field(default_factory=default_dir)
     ttl_s: float = DEFAULT_TTL_S
     counted: bool = True  # False: read a file if present, never write or count one
 
@@ -79,10 +94,9 @@ class RangeCache:
         """
         if own == start:  # nothing new: a later call may see more, so agree on nothing
             return own
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{self._digest(['plan', start])}.plan"
+        path = private_dir(self.folder) / f"{self._digest(['plan', start])}.plan"
         try:
-            agreed: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            agreed: dict[str, Any] = json.loads(read_own_file(path))
         except FileNotFoundError:
             return self._propose(path, own)
         if json_within(agreed, own):
@@ -90,12 +104,12 @@ class RangeCache:
         return own
 
     def _propose(self, path: Path, own: dict[str, Any]) -> dict[str, Any]:
-        staging = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        staging.write_text(json.dumps(own), encoding="utf-8")
+        staging = _staging(path)
+        write_new_file(staging, json.dumps(own).encode())
         try:
             os.link(staging, path)  # atomic, and fails if another query planned first
         except FileExistsError:
-            winner: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            winner: dict[str, Any] = json.loads(read_own_file(path))
             return winner if json_within(winner, own) else own
         finally:
             staging.unlink()
@@ -117,21 +131,21 @@ class RangeCache:
         import pyarrow as pa  # on use: planning a pipeline names this module
 
         digest = self._digest(key)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{digest}.arrow"
+        path = private_dir(self.folder) / f"{digest}.arrow"
         if not self.counted:
             yield from self._peek(path, consume)
             return
         with _locked(self.folder / f"{digest}.lock"):
-            fresh = not path.exists()
-            if fresh and not _consume_into(path, consume):
-                return  # nothing in the range (records gone, failOnDataLoss=false)
-            # Mapped under the lock: the mapping outlives the file's deletion.
-            source = pa.memory_map(str(path))
+            data = _verified(path)
+            fresh = data is None
+            if fresh:
+                data = _consume_into(path, consume)
+                if data is None:
+                    return  # nothing in the range (records gone, failOnDataLoss=false)
             self._count_read(path)
         if fresh:
             self._sweep()
-        reader = pa.ipc.open_file(source)
+        reader = pa.ipc.open_file(pa.BufferReader(data))
         for index in range(reader.num_record_batches):
             yield reader.get_batch(index)
 
@@ -141,29 +155,32 @@ class RangeCache:
         """An uncounted read: the shared file when it is complete, else the broker."""
         import pyarrow as pa
 
-        try:
-            source = pa.memory_map(str(path))  # a file under its name is complete
-        except FileNotFoundError:
+        data = _verified(path)  # a file under its name is complete
+        if data is None:
             yield from consume()
             return
-        reader = pa.ipc.open_file(source)
+        reader = pa.ipc.open_file(pa.BufferReader(data))
         for index in range(reader.num_record_batches):
             yield reader.get_batch(index)
 
     def _count_read(self, path: Path) -> None:
-        """Note one more reader (the lock is held; its mapping is already open); the last
+        """Note one more reader (the lock is held; its bytes are already read); the last
         one deletes the file."""
         counter = path.with_suffix(".reads")
-        done = int(counter.read_text(encoding="utf-8")) + 1 if counter.exists() else 1
+        try:
+            done = int(read_own_file(counter)) + 1
+        except FileNotFoundError:
+            done = 1
+        counter.unlink(missing_ok=True)
         if done >= self.readers:
             path.unlink(missing_ok=True)
-            counter.unlink(missing_ok=True)
+            path.with_suffix(".mac").unlink(missing_ok=True)
             # A task still waiting on this lock finds no file and consumes again: correct.
             path.with_suffix(".lock").unlink(missing_ok=True)
         else:
-            counter.write_text(str(done), encoding="utf-8")
+            write_new_file(counter, str(done).encode())
             if path.exists():
-                os.utime(path)
+                os.utime(path, follow_symlinks=False)
 
     def _sweep(self) -> None:
         """Delete files nobody used for ``ttl_s``: leftovers of skipped or cut-off reads."""
@@ -173,41 +190,91 @@ class RangeCache:
                 stale = leftover.stat().st_mtime < cutoff
             except FileNotFoundError:
                 continue  # another task removed it meanwhile
-            if stale and leftover.suffix in (".arrow", ".reads", ".tmp", ".lock", ".plan"):
+            kinds = (".arrow", ".mac", ".reads", ".tmp", ".lock", ".plan")
+            if stale and leftover.suffix in kinds:
                 log.info("removing unused cached Kafka range %s", leftover.name)
                 leftover.unlink(missing_ok=True)
 
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        os.utime(path)  # a lock in use is never stale for the sweep
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    descriptor = os.open(path, flags, PRIVATE_FILE_MODE)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        os.utime(descriptor)  # a lock in use is never stale for the sweep
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
-def _consume_into(path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]) -> bool:
-    """Write every batch of ``consume()`` to ``path``, which appears only when complete;
-    False when there was none."""
+def _staging(path: Path) -> Path:
+    return path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def _folder_key(folder: Path) -> bytes:
+    """The folder's MAC key, made on first use (0600, exclusively: one creator wins)."""
+    file = folder / KEY_FILE
+    try:
+        return read_own_file(file)
+    except FileNotFoundError:
+        pass
+    with suppress(FileExistsError):  # another task made it meanwhile
+        write_new_file(file, secrets.token_bytes(32))
+    return read_own_file(file)
+
+
+def _mac(folder: Path, data: bytes) -> bytes:
+    return hmac.new(_folder_key(folder), data, hashlib.sha256).hexdigest().encode()
+
+
+def seal(path: Path, data: bytes | None = None) -> None:
+    """Record the MAC of the range file ``path`` (holding ``data``, read if not given)
+    beside it (``.mac``), so the cache serves it."""
+    mac = path.with_suffix(".mac")
+    staging = _staging(mac)
+    write_new_file(staging, _mac(path.parent, read_own_file(path) if data is None else data))
+    staging.replace(mac)
+
+
+def _verified(path: Path) -> bytes | None:
+    """The bytes of the range file ``path`` if it is there and the cache wrote it (its
+    MAC matches), else None; a file without its MAC is a miss, one with a wrong MAC (or
+    a symlink) is logged and ignored."""
+    try:
+        data = read_own_file(path)
+        recorded = read_own_file(path.with_suffix(".mac"))
+    except FileNotFoundError:
+        return None  # not cached, or deleted by its last reader meanwhile
+    except OSError as exc:  # a symlink under the name (ELOOP)
+        log.warning("ignoring cached Kafka range %s: %s", path, exc.strerror)
+        return None
+    if hmac.compare_digest(recorded, _mac(path.parent, data)):
+        return data
+    log.warning("ignoring cached Kafka range %s: the cache did not write it", path)
+    return None
+
+
+def _consume_into(path: Path, consume: Callable[[], Iterator[pa.RecordBatch]]) -> bytes | None:
+    """Write every batch of ``consume()`` to ``path`` (sealed), which appears only when
+    complete; return its bytes, or None when there was no batch."""
     import pyarrow as pa
 
-    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    sink = pa.BufferOutputStream()
     writer: pa.ipc.RecordBatchFileWriter | None = None
-    try:
-        for batch in consume():
-            if writer is None:
-                writer = pa.ipc.new_file(str(staging), batch.schema)
-            writer.write_batch(batch)
+    for batch in consume():
         if writer is None:
-            return False
-        writer.close()
-        writer = None
-        staging.replace(path)
-        return True
+            writer = pa.ipc.new_file(sink, batch.schema)
+        writer.write_batch(batch)
+    if writer is None:
+        return None
+    writer.close()
+    data: bytes = sink.getvalue().to_pybytes()
+    staging = _staging(path)
+    try:
+        write_new_file(staging, data)
+        seal(path, data)
+        staging.replace(path)  # the MAC is in place before the file appears
     finally:
-        if writer is not None:
-            writer.close()
         staging.unlink(missing_ok=True)
+    return data

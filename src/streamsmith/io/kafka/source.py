@@ -81,10 +81,10 @@ from streamsmith.io.kafka.offsets import (
 )
 from streamsmith.io.kafka.options import SOURCE_NAME, SOURCE_OPTIONS, unknown_options
 from streamsmith.io.kafka.range_cache import (
-    DEFAULT_DIR,
     DEFAULT_TTL_S,
     RANGE_CACHE_COUNTED,
     RangeCache,
+    default_dir,
 )
 from streamsmith.io.kafka.sink import KafkaBatchWriter, KafkaStreamWriter, parse_sink_options
 from streamsmith.schemas.ddl import DDLError, parse_schema
@@ -244,7 +244,7 @@ def _range_cache(opts: Mapping[str, str]) -> RangeCache | None:
     if readers < 2:
         return None
     ttl = _positive(opts, "rangecachettlseconds") or DEFAULT_TTL_S
-    folder = Path(opts["rangecachedir"]) if "rangecachedir" in opts else DEFAULT_DIR
+    folder = Path(opts["rangecachedir"]) if "rangecachedir" in opts else default_dir()
     counted = _boolean(opts, RANGE_CACHE_COUNTED.lower(), True)
     return RangeCache(group, readers, folder=folder, ttl_s=float(ttl), counted=counted)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import shutil
 import stat
 import subprocess
@@ -23,14 +24,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import psycopg
 from psycopg import sql
 
 from streamsmith.errors import UserError
 from streamsmith.io.state_files import read_json_state, write_durably
-from streamsmith.processes import free_port
+from streamsmith.processes import free_port, write_new_file
 
 STATE_FILE = "server.json"
 DATA_DIR = "data"
@@ -84,7 +85,7 @@ def start_postgres(home: Path, port: int | None = None) -> PostgresServer:
         server = _init_cluster(home, port or free_port())
     else:
         server = PostgresServer(home, port or int(state["port"]), str(state["password"]))
-    _pg_ctl(home, "start", "-w", "-t", "60", "-l", str(home / LOG_FILE), "-o", _options(server))
+    _start_server(server)
     _write_state(server)
     if state is None:
         with psycopg.connect(server.dsn_for("postgres"), autocommit=True) as conn:
@@ -159,8 +160,8 @@ def _init_cluster(home: Path, port: int) -> PostgresServer:
         _check_reachable(home)
         shutil.chown(home, SYSTEM_USER, SYSTEM_USER)
     password_file = home / ".pwfile"
-    password_file.write_text(server.password + "\n", encoding="utf-8")
-    password_file.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    password_file.unlink(missing_ok=True)  # left by an initdb cut short
+    write_new_file(password_file, f"{server.password}\n".encode())  # 0600 from the start
     if _as_root():
         shutil.chown(password_file, SYSTEM_USER, SYSTEM_USER)
     try:
@@ -190,10 +191,27 @@ def _init_cluster(home: Path, port: int) -> PostgresServer:
     return server
 
 
-def _options(server: PostgresServer) -> str:
-    # Loopback only; the socket sits in the data directory, not in /var/run/postgresql.
-    socket_dir = server.home / DATA_DIR
-    return f"-p {server.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={socket_dir}"
+def _start_server(server: PostgresServer) -> None:
+    """``pg_ctl start``, which runs the server through ``/bin/sh -c``: so no path goes on
+    its command line (a storage root named ``$(...)`` would run), neither the data
+    directory (``PGDATA`` instead of ``-D``) nor the log (pg_ctl's output, which the
+    server inherits, is the log file instead of ``-l``), and the options are constants
+    and a port, each quoted. Loopback only; the socket sits in the data directory (the
+    server's working directory), not in /var/run/postgresql."""
+    options = ["-p", str(server.port), "-c", "listen_addresses=127.0.0.1",
+               "-c", "unix_socket_directories=."]  # fmt: skip
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(server.home / LOG_FILE, flags, 0o600), "ab") as log:
+        if _as_root():
+            shutil.chown(server.home / LOG_FILE, SYSTEM_USER, SYSTEM_USER)
+        _run(
+            [_binary("pg_ctl"), "start", "-w", "-t", "60", "-o", shlex.join(options)],
+            check=True,
+            what="pg_ctl start",
+            home=server.home,
+            env={**os.environ, "PGDATA": str(server.home / DATA_DIR)},
+            stdout=log,
+        )
 
 
 def _pg_ctl(home: Path, *args: str) -> None:
@@ -206,13 +224,27 @@ def _pg_ctl(home: Path, *args: str) -> None:
 
 
 def _run(
-    command: list[str], *, check: bool, what: str = "", home: Path | None = None
+    command: list[str],
+    *,
+    check: bool,
+    what: str = "",
+    home: Path | None = None,
+    env: dict[str, str] | None = None,
+    stdout: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     if _as_root():
-        command = ["runuser", "-u", SYSTEM_USER, "--", *command]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+        command = ["runuser", "-u", SYSTEM_USER, "--", *command]  # keeps the environment
+    result = subprocess.run(
+        command,
+        stdout=stdout or subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+    )
     if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        detail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
         log = _log_tail(home) if home else ""
         raise UserError(f"PostgreSQL {what} failed: {' '.join(detail)}{log}")
     return result

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from streamsmith.config import ConfValue, SourceSpec
+from streamsmith.config import ConfValue, SourceSpec, masked_options
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.spark import jvm
@@ -42,7 +42,8 @@ class KafkaSource(Source):
         return read_kafka(spark, self.spec, streaming=streaming, schema=schema)
 
     def describe(self) -> str:
-        options = ", ".join(f"{k}={v}" for k, v in sorted(self.spec.options.items()))
+        shown = masked_options(self.spec.options)  # never a password or JAAS config
+        options = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
         return f"kafka (connector {self.spec.connector}; {options})"
 
     def identity(self) -> str:

@@ -73,7 +73,7 @@ def test_complete_mode_needs_an_aggregation(tmp_path: Path) -> None:
 def test_sink_options_belong_to_their_format(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="key is for postgres sinks"):
         plan_of("signals", tmp_path, "flows.signal_windows_final.sink.key=[deviceId]")
-    with pytest.raises(UserError, match="partition_by is for parquet sinks"):
+    with pytest.raises(UserError, match="partition_by is for delta and parquet sinks"):
         plan_of("signals", tmp_path, "flows.signal_windows.sink.partition_by=[deviceId]")
 
 

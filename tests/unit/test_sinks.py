@@ -26,7 +26,8 @@ def plan_with(tmp_path: Path, *sets: str) -> str:
 
 def test_each_builtin_format_is_a_module_of_the_sinks_package() -> None:
     assert builtin_formats() == (
-        "console", "foreach_batch", "kafka", "memory", "parquet", "postgres", "webhook",
+        "console", "delta", "foreach_batch", "kafka", "memory", "parquet", "postgres",
+        "webhook",
     )  # fmt: skip
     for name in builtin_formats():
         assert sinks.sink_class(name).format == name

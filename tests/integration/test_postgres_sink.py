@@ -143,3 +143,54 @@ def test_connection_errors_never_show_the_password(spark: SparkSession, pg_dsn: 
         setup_target(target(wrong), frame(spark).schema)
     assert "cannot connect to PostgreSQL for sink public.action counts" in str(failure.value)
     assert "not-the-" not in str(failure.value) and "wr0ng-secret" not in str(failure.value)
+
+
+def test_full_refresh_refuses_a_table_streamsmith_did_not_create(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    """A table of the sink's name that someone else made is never dropped, nor is one
+    streamsmith made that was dropped and recreated by someone else (the mark is gone)."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute('CREATE TABLE "action counts" (action text, keep text)')
+        conn.execute("""INSERT INTO "action counts" VALUES ('open', 'theirs')""")
+    with pytest.raises(UserError, match=r"not created by streamsmith, so --full-refresh will"):
+        reset_target(target(pg_dsn))
+    assert rows(pg_dsn, 'SELECT keep FROM "action counts"') == [("theirs",)]
+
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute('DROP TABLE "action counts"')
+    setup_target(target(pg_dsn), frame(spark).schema)  # created, so ours to drop
+    reset_target(target(pg_dsn))
+    assert rows(pg_dsn, "SELECT to_regclass('\"action counts\"')") == [(None,)]
+
+
+def test_complete_mode_refuses_to_empty_a_table_streamsmith_did_not_create(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(
+            'CREATE TABLE "action counts" (action text, window_start timestamptz, count bigint)'
+        )
+        conn.execute("""INSERT INTO "action counts" VALUES ('theirs', now(), 7)""")
+    sink = target(pg_dsn, "complete", key=())
+    with pytest.raises(UserError, match=r"not created by streamsmith, and complete mode would"):
+        setup_target(sink, frame(spark).schema)
+    assert rows(pg_dsn, 'SELECT action, count FROM "action counts"') == [("theirs", 7)]
+    setup_target(target(pg_dsn, "append", key=()), frame(spark).schema)  # appends may go in
+
+
+def test_a_sink_needs_no_superuser_only_create_on_its_schema(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS sink_writer")
+        conn.execute("CREATE ROLE sink_writer LOGIN PASSWORD 'writer-pw' NOSUPERUSER")
+        conn.execute("REVOKE CREATE ON DATABASE " + conn.info.dbname + " FROM PUBLIC")
+        conn.execute("GRANT USAGE, CREATE ON SCHEMA public TO sink_writer")
+    writer = f"{pg_dsn} user=sink_writer password=writer-pw"
+    sink = target(writer, "complete", key=())
+    setup_target(sink, frame(spark).schema)
+    assert write_batch(sink, frame(spark, ("open", at(10), 1)), 0, "q")
+    assert rows(writer, 'SELECT action, count FROM "action counts"') == [("open", 1)]
+    reset_target(sink)
+    assert rows(writer, "SELECT to_regclass('\"action counts\"')") == [(None,)]

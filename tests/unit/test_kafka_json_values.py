@@ -71,3 +71,18 @@ def test_rows_stay_aligned_with_values_that_hold_two_objects_or_part_of_one() ->
         parsed, errors = decode_json_values(values, shape)
         assert parsed.to_pylist() == rows, values
         assert [e is not None for e in errors.to_pylist()] == bad, values
+
+
+def test_a_value_that_is_not_utf8_is_an_error_not_an_invalid_string() -> None:
+    """Arrow's JSON reader copies invalid UTF-8 into its strings: the value must get a
+    json_error (so it is quarantined with its raw bytes) and the column stay valid."""
+    values = [b'{"id": "ok"}', b'{"id": "bad \xff here"}', b' {"id": "\xc3"}']
+    parsed, errors = decode_json_values(values, SHAPE)
+
+    assert errors.to_pylist() == [
+        None,
+        "invalid JSON value: not UTF-8 at byte 12",
+        "invalid JSON value: not UTF-8 at byte 9",
+    ]
+    parsed.validate(full=True)
+    assert [row and row["id"] for row in parsed.to_pylist()] == ["ok", None, None]

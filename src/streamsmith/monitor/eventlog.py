@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamsmith.config.secrets import redact_text, secret_parts
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -33,7 +35,6 @@ log = logging.getLogger(__name__)
 
 EVENTS_DIR = Path("_monitor") / "events"
 EVENTS_VIEW = "streamsmith_events"
-REDACTED = "***"
 _CHUNK = 1 << 22  # bytes of a log read at a time
 
 # The columns of ``streamsmith_events`` by Spark type name (as in a schema's JSON): plain
@@ -99,7 +100,7 @@ class EventLog:
 
     def __init__(self, root: Path, app: str, secrets: Iterable[str] = ()) -> None:
         self.app = app
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.secrets = {part for secret in secrets for part in secret_parts(secret)}
         folder = events_dir(root)
         folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -116,11 +117,8 @@ class EventLog:
         return written
 
     def redact(self, text: str) -> str:
-        """``text`` with every known secret (and its JSON-escaped form) replaced."""
-        for secret in self.secrets:
-            for form in (secret, json.dumps(secret)[1:-1]):
-                text = text.replace(form, REDACTED)
-        return text
+        """``text`` with every known secret and its parts (JSON-escaped too) replaced."""
+        return redact_text(text, self.secrets)
 
 
 def prune_event_logs(root: Path, app: str, older_than_s: float) -> list[Path]:

@@ -29,6 +29,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from streamsmith.config import PipelineSpec, is_secret_key, parse_duration
+from streamsmith.config.secrets import REGISTRY, install_log_redaction
 from streamsmith.io.postgres.dsn import dsn_secrets
 from streamsmith.monitor import observed
 from streamsmith.monitor.alerts import SloWatch
@@ -61,7 +62,10 @@ class Monitor:
         self.queries = dict(queries)
         self.file_sources = dict(file_sources or {})
         prune_event_logs(root, spec.app, parse_duration(spec.monitor.retention))
-        self.log = EventLog(root, spec.app, [*secrets, *spec_secrets(spec)])
+        all_secrets = [*secrets, *spec_secrets(spec)]
+        self.log = EventLog(root, spec.app, all_secrets)
+        REGISTRY.register(all_secrets)  # and out of log lines on stderr
+        install_log_redaction()
         self.metrics = QueryMetrics(spec.app)
         self.slo = SloWatch(spec.monitor.alerts, self.queries)
         self.notifier = Notifier(spec.notify, self._notify_failed)

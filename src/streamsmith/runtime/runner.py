@@ -96,6 +96,8 @@ def full_refresh(plan: Plan) -> list[str]:
     """Delete the app's checkpoints and what its sinks wrote, so the next run
     reprocesses all input; each sink says what it removes (a lake table its folder, a
     PostgreSQL table itself and its ledger entries; Kafka topics are left alone)."""
+    for output in plan.outputs:  # all refusals before anything is removed
+        output.sink.check_reset()
     removed: list[str] = []
     if plan.checkpoint_dir.exists():
         shutil.rmtree(plan.checkpoint_dir)

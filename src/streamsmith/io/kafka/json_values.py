@@ -6,7 +6,9 @@ that round trip. Results equal ``from_json`` on valid input. Arrow is stricter o
 invalid input (a number where the schema says string, or text after the object, are
 errors here, while ``from_json`` turns the number into a string and ignores what follows
 the first object): such values get a ``json_error`` and a null ``json`` column, so they
-land in quarantine rather than silently changing shape.
+land in quarantine rather than silently changing shape. Arrow's reader does not check
+UTF-8 inside strings (its column would be invalid, and DuckDB and PostgreSQL refuse what
+is written from it), so a value that is not UTF-8 is an error here too.
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ def decode_json_values(
     errors: list[str | None] = []
     for value in values:
         line = value.strip() if value is not None else b""
-        error = None
-        if line == b"null":  # from_json's object of nulls; pyarrow 26 crashes on a
-            line = _EMPTY  # first row of null (segmentation fault in the worker)
-        elif line and (line[:1] != b"{" or line[-1:] != b"}"):  # one object only if alone
+        error = _not_utf8(value or b"")  # the byte counted in the value as sent
+        if error is None and line == b"null":  # from_json's object of nulls; pyarrow 26
+            line = _EMPTY  # crashes on a first row of null (segmentation fault in the worker)
+        elif error is None and line and (line[:1] != b"{" or line[-1:] != b"}"):
+            # one object only if alone
             error = _error_alone(line, struct_type)
         blank.append(not line)
         errors.append(error)
@@ -81,6 +84,10 @@ def _decode_clean(
     shaped = pc.and_(pc.starts_with(array, "{"), pc.ends_with(array, "}"))
     if not pc.all(shaped).as_py():
         return None
+    try:
+        array.cast(pa.string())  # Arrow's JSON reader takes invalid UTF-8 into its strings
+    except pa.ArrowInvalid:
+        return None
     data = b"\n".join(values)  # type: ignore[arg-type]  # no None, checked above
     try:
         table = _parse_data(data, len(values), struct_type)
@@ -89,6 +96,15 @@ def _decode_clean(
     columns = [table.column(field.name).combine_chunks() for field in struct_type]
     parsed = pa.StructArray.from_arrays(columns, fields=list(struct_type))
     return parsed, pa.nulls(len(values), pa.string())
+
+
+def _not_utf8(line: bytes) -> str | None:
+    """Why ``line`` is not UTF-8 (where it stops being), or None if it is."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid JSON value: not UTF-8 at byte {exc.start}"
+    return None
 
 
 def _error_alone(line: bytes, struct_type: pa.StructType) -> str | None:

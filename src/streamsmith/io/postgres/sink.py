@@ -12,6 +12,12 @@ before the commit leaves nothing half-written.
 - ``complete``: the table's content is replaced (``DELETE`` + ``INSERT``), atomically for
   readers, who see the old result or the new one.
 
+A table streamsmith creates is marked as its own (``COMMENT ON TABLE``, which goes with
+the table: dropped and recreated by someone else, it is no longer marked). Only a marked
+table is emptied by ``complete`` mode or dropped by ``--full-refresh``: a table of the
+same name made by someone else is refused, never deleted. Nothing here needs more than
+the ``CREATE`` privilege on the schema (and on the database, only if the schema is new).
+
 Rows travel through the driver (``COPY`` into a temporary table, then one upsert
 statement), which suits what is served to a database: aggregates and alerts, thousands
 of rows a batch rather than millions. Struct, array and map columns are stored as
@@ -52,6 +58,7 @@ from streamsmith.errors import UserError
 from streamsmith.io.postgres.dsn import mask_dsn
 
 LEDGER_TABLE = "streamsmith_ledger"
+MARK = "streamsmith: created for sink "  # the comment on a table streamsmith created
 _BATCH_ROWS = 10_000
 
 
@@ -148,14 +155,28 @@ def setup_target(target: PostgresTarget, schema: StructType) -> None:
             sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, target.key)))
         )
     with _connect(target) as conn:
-        conn.execute(
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(target.schema))
-        )
-        conn.execute(
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-                target.qualified, sql.SQL(", ").join(columns)
+        schema_found = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (target.schema,)
+        ).fetchone()
+        if not schema_found:  # CREATE SCHEMA IF NOT EXISTS needs CREATE on the database
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(target.schema)))
+        if _table_mark(conn, target) is None:  # absent: created here, and marked as ours
+            conn.execute(
+                sql.SQL("CREATE TABLE {} ({})").format(
+                    target.qualified, sql.SQL(", ").join(columns)
+                )
             )
-        )
+            conn.execute(
+                sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                    target.qualified, sql.Literal(MARK + target.sink)
+                )
+            )
+        elif target.output_mode == "complete" and not _ours(conn, target):
+            raise UserError(
+                f"postgres table {target.schema}.{target.table} was not created by "
+                "streamsmith, and complete mode would empty it at every batch: choose "
+                "another sink.table, or drop the table to let streamsmith create it"
+            )
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {}.{} (sink text NOT NULL, query_id text NOT NULL, "
@@ -213,8 +234,21 @@ def write_batch(target: PostgresTarget, batch: DataFrame, batch_id: int, query_i
     return True
 
 
+def check_reset(target: PostgresTarget) -> None:
+    """Refuse (before anything is removed) to reset a table streamsmith did not create."""
+    with _connect(target) as conn:
+        if _table_mark(conn, target) is not None and not _ours(conn, target):
+            raise UserError(
+                f"postgres table {target.schema}.{target.table} was not created by "
+                "streamsmith, so --full-refresh will not drop it: drop it yourself if "
+                "its rows may go, or point sink.table at another table"
+            )
+
+
 def reset_target(target: PostgresTarget) -> None:
-    """Empty the table and forget the sink's ledger (``--full-refresh``)."""
+    """Drop the table (only if streamsmith created it) and forget the sink's ledger
+    (``--full-refresh``)."""
+    check_reset(target)
     with _connect(target) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(target.qualified))
         ledger = sql.SQL("{}.{}").format(
@@ -303,6 +337,21 @@ def _merge_statement(target: PostgresTarget, columns: Sequence[str]) -> sql.Comp
         sql.SQL(", ").join(map(sql.Identifier, target.key)),
         action,
     )
+
+
+def _table_mark(conn: psycopg.Connection[Any], target: PostgresTarget) -> str | None:
+    """The table's comment ('' when it has none), or None when there is no such table."""
+    row = conn.execute(
+        "SELECT coalesce(obj_description(c.oid, 'pg_class'), '') FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        (target.schema, target.table),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _ours(conn: psycopg.Connection[Any], target: PostgresTarget) -> bool:
+    """Whether streamsmith created the table (it carries streamsmith's mark)."""
+    return (_table_mark(conn, target) or "").startswith(MARK)
 
 
 def _table_columns(conn: psycopg.Connection[Any], target: PostgresTarget) -> set[str]:

@@ -154,6 +154,11 @@ class Sink(ABC):
         """What the run must redact from its events and messages (resolved credentials)."""
         return []
 
+    def check_reset(self) -> None:
+        """Refuse (``UserError``) a ``reset`` that would remove what streamsmith did not
+        write; every sink is asked before any checkpoint or output is removed."""
+        return None  # a lake folder or a topic is only ever the sink's own
+
     def reset(self) -> list[str]:
         """Remove what the sink wrote, for ``--full-refresh``; says what was removed.
 

@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from streamsmith.io.postgres.dsn import dsn_origin, dsn_secrets, resolve_dsn
 from streamsmith.io.postgres.sink import (
     PostgresTarget,
+    check_reset,
     read_target,
     reset_target,
     servable,
@@ -98,8 +99,11 @@ class PostgresTableSink(Sink):
 
         return start_batches(frame, write, query)
 
+    def check_reset(self) -> None:
+        check_reset(self.table("append"))
+
     def reset(self) -> list[str]:
-        """Drop the table and its ledger entries."""
+        """Drop the table (only one streamsmith created) and its ledger entries."""
         target = self.table("append")
         reset_target(target)
         return [f"postgres table {target.schema}.{target.table}"]

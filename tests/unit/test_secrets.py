@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from streamsmith.config.secrets import (
+from streamsmith.monitor.eventlog import EventLog, read_events
+from streamsmith.secrets import (
     RedactingFilter,
     SecretRegistry,
     install_log_redaction,
     redact_text,
     secret_parts,
 )
-from streamsmith.monitor.eventlog import EventLog, read_events
 
 DSN = "postgresql://app:p@ss w0rd!@db.example:5432/lake?sslmode=require"
 JAAS = (
@@ -83,7 +83,7 @@ def test_log_lines_and_logged_exceptions_on_stderr_carry_no_registered_secret() 
 def test_streamsmith_stderr_logging_redacts_through_the_process_registry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from streamsmith.config import secrets
+    from streamsmith import secrets
 
     monkeypatch.setattr(secrets, "_installed", {})
     stream = io.StringIO()

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamsmith.config.secrets import redact_text, secret_parts
+from streamsmith.secrets import redact_text, secret_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

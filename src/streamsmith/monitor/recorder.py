@@ -29,7 +29,6 @@ from pyspark.sql.streaming.listener import (
 )
 
 from streamsmith.config import PipelineSpec, is_secret_key, parse_duration
-from streamsmith.config.secrets import REGISTRY, install_log_redaction
 from streamsmith.io.postgres.dsn import dsn_secrets
 from streamsmith.monitor import observed
 from streamsmith.monitor.alerts import SloWatch
@@ -39,6 +38,7 @@ from streamsmith.monitor.metrics import Health, MonitorServer, QueryMetrics
 from streamsmith.monitor.notify import Notifier
 from streamsmith.monitor.progress import LATE_METRIC, QUARANTINE_METRIC, progress_record
 from streamsmith.monitor.status_cache import cached_statuses
+from streamsmith.secrets import REGISTRY, install_log_redaction
 from streamsmith.spark import jvm
 
 log = logging.getLogger(__name__)

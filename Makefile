@@ -10,12 +10,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: java postgres blas $(VENV)/.installed jars jvm-archive
 
-# Java 17 runs Spark's JVM; install it from Debian when the machine has none.
+# Java 17 runs Spark's JVM, and its compiler builds streamsmith's one Java class (the JDBC
+# server's password check); install the JDK from Debian when the machine lacks either.
 java:
-	@command -v java >/dev/null 2>&1 || { \
-	  echo "installing openjdk-17-jre-headless"; \
+	@{ command -v java && command -v javac; } >/dev/null 2>&1 || { \
+	  echo "installing openjdk-17-jdk-headless"; \
 	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jre-headless; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jdk-headless; }
 
 # Maven resolves the pinned jars once (make jars); no run needs it afterwards.
 maven:

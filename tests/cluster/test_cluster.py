@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -35,7 +37,12 @@ from streamsmith.io.lake import read_table, replace_static_table, table_path
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
-from streamsmith.spark.cluster import StandaloneCluster, cluster_home, cluster_status
+from streamsmith.spark.cluster import (
+    StandaloneCluster,
+    auth_properties,
+    cluster_home,
+    cluster_status,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -288,3 +295,54 @@ def test_ysb_from_a_four_partition_topic_on_the_cluster_equals_ground_truth_and_
     reads = tasks_per_worker(events, cluster, scope="MicroBatchScan")
     assert set(reads) == {w.web_ui for w in cluster.workers}, reads
     assert_package_shipped(cluster, events)
+
+
+UNAUTHENTICATED_DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+SparkSession.builder.master(sys.argv[1]).getOrCreate().range(3).count()
+"""
+
+
+def test_only_drivers_with_the_clusters_secret_get_in(
+    cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    """Another local user's driver (plain PySpark, no secret) is turned away at the SASL
+    handshake and never registers; the secret is on no command line and in a file only
+    this user can read (streamsmith's own drivers get in: the cluster_only tests)."""
+    secret_file = auth_properties(cluster.master_url)
+    assert secret_file is not None
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(secret_file.parent.stat().st_mode) == 0o700
+    secret = next(
+        line.split("=", 1)[1]
+        for line in secret_file.read_text().splitlines()
+        if line.startswith("spark.authenticate.secret=")
+    )
+    assert len(secret) == 64
+    for daemon in (cluster.master, *cluster.workers):
+        assert secret.encode() not in Path(f"/proc/{daemon.pid}/cmdline").read_bytes()
+
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", UNAUTHENTICATED_DRIVER, cluster.master_url],
+        env={**env, "SPARK_LOCAL_IP": "127.0.0.1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    refused, seen = False, []
+    try:
+        assert driver.stderr is not None
+        for line in driver.stderr:  # ends when the driver exits; killed once refused
+            seen.append(line)
+            if "Expected SaslMessage" in line:
+                refused = True
+                break
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    assert refused, "".join(seen[-20:])
+    assert cluster.state()["activeapps"] == []

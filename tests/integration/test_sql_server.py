@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,20 @@ from pyspark.sql import SparkSession
 from streamsmith.io.lake import register_lake_views, table_path, write_table
 from streamsmith.processes import free_port
 from streamsmith.runtime.sql_server import beeline_query, start_sql_server
+
+
+def beeline_refusal(port: int, login: list[str]) -> str:
+    """The error beeline prints for ``login`` against the server on ``port``."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    result = subprocess.run(
+        [str(home / "bin" / "beeline"), "-u", f"jdbc:hive2://127.0.0.1:{port}/default",
+         *login, "--silent=true", "-e", "SELECT 1"],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "SPARK_HOME": str(home)}, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return result.stdout + result.stderr
 
 
 def test_jdbc_clients_see_lake_tables_and_a_running_query_memory_table(
@@ -51,9 +66,20 @@ def test_jdbc_clients_see_lake_tables_and_a_running_query_memory_table(
              "--server", f"127.0.0.1:{server.port}", "SELECT * FROM no_such_table"],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
+        refused = [
+            beeline_refusal(server.port, login) for login in ([], ["-n", "someone", "-p", "guess"])
+        ]
+        assert stat.S_IMODE(server.secret_file.stat().st_mode) == 0o600
+        secret = server.secret_file.read_text()
     finally:
         server.stop()
         live.stop()
+
+    # Without the secret (no password, a wrong one) a client is turned away, and the
+    # secret is on no command line: streamsmith's clients hand beeline the file.
+    assert all("Could not open client transport" in message for message in refused), refused
+    assert len(secret) == 64
+    assert not server.secret_file.exists()  # forgotten with the server
 
     assert totals == (["total"], [["7"]])
     assert counts.returncode == 0, counts.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -60,3 +61,15 @@ def test_the_spark_group_leaves_out_what_the_wheel_ships() -> None:
 def test_a_missing_group_names_the_command_that_fetches_it(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="streamsmith jvm fetch"):
         jars.group_jars("spark", tmp_path)
+
+
+def test_streamsmiths_own_jar_holds_the_jdbc_password_check_for_the_driver_only() -> None:
+    (own,) = jars.group_jars(jars.OWN)
+    with zipfile.ZipFile(own) as jar:
+        assert "io/streamsmith/auth/SecretAuthenticator.class" in jar.namelist()
+    conf = jars.session_conf()
+    assert str(own) in conf["spark.driver.extraClassPath"].split(":")
+    assert str(own) not in conf["spark.jars"].split(",")
+    # its source is part of the version set's digest: a changed class is compiled afresh
+    source = ROOT / "src/streamsmith/spark/java/SecretAuthenticator.java"
+    assert ("SecretAuthenticator.java", source.read_bytes()) in jars._java_sources()

@@ -254,7 +254,8 @@ def serve_sql(spark: Any, root: Path, port: int) -> Any:
     register_views(spark, root)
     server = start_sql_server(spark, port)
     say(f"serving SQL at {server.jdbc_url} (e.g. streamsmith query --server 127.0.0.1:{port} "
-        '"SHOW TABLES")', to_stderr=True)  # fmt: skip
+        f'"SHOW TABLES"); other JDBC clients: any user, the password in {server.secret_file}',
+        to_stderr=True)  # fmt: skip
     return server
 
 

@@ -14,6 +14,13 @@ them, and stopping a group also ends the executors and Python workers it spawned
 daemon's command line carries a mark of its home (``-Dstreamsmith.cluster=<digest>``):
 ``cluster stop`` signals a recorded pid only while it still runs with that mark, never a
 pid since reused by another process or planted in ``cluster.json``.
+
+Nobody else on the machine may use the cluster: ``cluster start`` generates a secret and
+turns on Spark's shared-secret authentication (``spark.authenticate``) for the master,
+the workers and every driver streamsmith starts against that master URL. The secret
+lives in a properties file readable by this user only, in a per-user folder under the
+cache (``streamsmith.spark.auth``), handed to the JVMs with ``--properties-file`` so it
+never appears on a command line, where any local user could read it.
 """
 
 from __future__ import annotations
@@ -35,12 +42,16 @@ from typing import Any
 
 from streamsmith.errors import UserError
 from streamsmith.processes import alive, free_port, runs_command
+from streamsmith.spark import auth
 
 STATE_FILE = "cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 LOOPBACK = "127.0.0.1"
 _LOG_TAIL_LINES = 12
+_AUTH_PROPERTIES = (
+    "spark.authenticate=true\nspark.authenticate.secret={secret}\nspark.ui.killEnabled=false\n"
+)
 
 
 class ClusterError(UserError):
@@ -114,7 +125,12 @@ def start_cluster(
     env = _daemon_env(spark, home)
     master_port, master_ui = free_port(), free_port()
     master_url = f"spark://{LOOPBACK}:{master_port}"
-    master_args = ["--host", LOOPBACK, "--port", str(master_port), "--webui-port", str(master_ui)]
+    # The master UI's kill links are off too: another user could otherwise end our apps.
+    properties, _ = auth.new_secret(auth.CLUSTER, master_url, _AUTH_PROPERTIES)
+    master_args = [
+        "--host", LOOPBACK, "--port", str(master_port), "--webui-port", str(master_ui),
+        "--properties-file", str(properties),
+    ]  # fmt: skip
     master = _launch(spark, MASTER_CLASS, master_args, home / "master.log", env)
     master_daemon = Daemon(master.pid, home / "master.log", f"http://{LOOPBACK}:{master_ui}")
     started = [master]
@@ -129,7 +145,8 @@ def start_cluster(
             log = home / f"worker-{number}.log"
             args = [
                 "--host", LOOPBACK, "--webui-port", str(ui), "--cores", str(cores),
-                "--memory", memory, "--work-dir", str(work_dir), master_url,
+                "--memory", memory, "--work-dir", str(work_dir),
+                "--properties-file", str(properties), master_url,
             ]  # fmt: skip
             worker_env = {
                 **env,
@@ -145,6 +162,7 @@ def start_cluster(
     except BaseException:
         for process in reversed(started):
             _stop_group(process.pid, 10.0)
+        auth.forget_secret(auth.CLUSTER, master_url)
         raise
     cluster = StandaloneCluster(home, master_url, master_daemon, tuple(worker_daemons))
     _write_state(cluster)
@@ -174,7 +192,17 @@ def stop_cluster(home: Path, timeout_s: float = 15.0) -> bool:
     for pid in ours:
         _stop_group(pid, timeout_s)
     (home / STATE_FILE).unlink(missing_ok=True)
+    auth.forget_secret(auth.CLUSTER, cluster.master_url)
     return bool(ours)
+
+
+def auth_properties(master_url: str) -> Path | None:
+    """The properties file with the secret of the cluster streamsmith started at
+    ``master_url``, or None for any other master: a driver passes it to
+    ``spark-submit --properties-file`` to be let in."""
+    if not master_url.startswith("spark://"):
+        return None
+    return auth.existing_secret(auth.CLUSTER, master_url)
 
 
 def daemon_mark(home: Path) -> str:

@@ -8,6 +8,11 @@ the ``spark`` group on its classpath (``session_conf``), the broker runs on the
 ``kafka`` group. A changed version set has another digest, so it is resolved afresh and
 never mixed with the old one.
 
+One group is built here rather than fetched: ``streamsmith`` (:data:`OWN`), compiled by
+``javac`` from the Java sources in ``streamsmith/spark/java`` against the wheel's jars
+(today one class: the JDBC server's password check, ``streamsmith.spark.auth``). Their
+digest is part of the folder's name, so a changed source is compiled afresh.
+
 Jars the pyspark wheel already ships (Spark itself, Hadoop's client, Scala, Jackson, ...)
 are left out of the ``spark`` group: two versions of one library on a classpath fail in
 ways that name neither.
@@ -22,6 +27,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zipfile
+from importlib import resources
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -31,6 +38,7 @@ from streamsmith.spark import stack
 MANIFEST = "manifest.json"
 JARS_ENV = "STREAMSMITH_JARS"  # another folder of resolved groups (an image, a shared disk)
 CACHE_ENV = "STREAMSMITH_CACHE"
+OWN = "streamsmith"  # the group compiled from streamsmith's own Java sources
 
 
 def cache_dir() -> Path:
@@ -55,6 +63,7 @@ def spark_jars() -> Path:
 def stack_digest() -> str:
     """A digest of every pinned artifact: the name of the version set's folder."""
     names = [f"{g}={a.coordinates()}" for g, group in stack.GROUPS.items() for a in group]
+    names += [f"{OWN}={name}:{hashlib.sha256(text).hexdigest()}" for name, text in _java_sources()]
     return hashlib.sha256("\n".join(names).encode()).hexdigest()[:12]
 
 
@@ -83,12 +92,21 @@ def installed(group: str, root: Path | None = None) -> bool:
     return ((root or home()) / group / MANIFEST).is_file()
 
 
+def driver_jars() -> list[Path]:
+    """What a driver adds to its classpath: the ``spark`` group and streamsmith's own."""
+    return group_jars("spark") + group_jars(OWN)
+
+
 def session_conf() -> dict[str, str]:
     """The conf that puts the ``spark`` group on a session: the driver's classpath (so the
     class-data-sharing archive covers it, and a ``local`` master's executors, which live in
-    the driver, see it) and ``spark.jars`` (so a cluster's executors get it)."""
-    jars = [str(path) for path in group_jars("spark")]
-    return {"spark.driver.extraClassPath": ":".join(jars), "spark.jars": ",".join(jars)}
+    the driver, see it) and ``spark.jars`` (so a cluster's executors get it; streamsmith's
+    own group serves the driver only)."""
+    executors = [str(path) for path in group_jars("spark")]
+    return {
+        "spark.driver.extraClassPath": ":".join(str(path) for path in driver_jars()),
+        "spark.jars": ",".join(executors),
+    }
 
 
 def fetch(root: Path | None = None, *, force: bool = False) -> dict[str, list[Path]]:
@@ -101,7 +119,48 @@ def fetch(root: Path | None = None, *, force: bool = False) -> dict[str, list[Pa
             exclude = _wheel_jar_names() if group == "spark" else set()
             _resolve(artifacts, root / group, exclude)
         resolved[group] = group_jars(group, root)
+    if force or not installed(OWN, root):
+        _compile_own(root / OWN)
+    resolved[OWN] = group_jars(OWN, root)
     return resolved
+
+
+def _java_sources() -> list[tuple[str, bytes]]:
+    folder = resources.files("streamsmith.spark").joinpath("java")
+    found = [entry for entry in folder.iterdir() if entry.name.endswith(".java")]
+    return sorted((entry.name, entry.read_bytes()) for entry in found)
+
+
+def _compile_own(folder: Path) -> None:
+    """Compile streamsmith's Java sources against the wheel's jars into one jar."""
+    javac = shutil.which("javac")
+    if javac is None:
+        raise UserError(
+            "the Java compiler (`javac`) is needed once to build streamsmith's jar: "
+            "apt-get install openjdk-17-jdk-headless (make setup does)"
+        )
+    staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="streamsmith-javac-") as work:
+        sources = []
+        for name, text in _java_sources():
+            (Path(work) / name).write_bytes(text)
+            sources.append(str(Path(work) / name))
+        classes = Path(work) / "classes"
+        command = [
+            javac, "--release", "17", "-nowarn", "-cp", f"{spark_jars()}/*",
+            "-d", str(classes), *sources,
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise UserError(f"javac could not compile streamsmith's Java sources:\n{result.stderr}")
+        jar = staging / f"{OWN}-auth.jar"
+        with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as out:
+            for compiled in sorted(classes.rglob("*.class")):
+                out.write(compiled, compiled.relative_to(classes).as_posix())
+    _finish_group(staging, folder, [], {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest()})
 
 
 def _resolve(artifacts: tuple[stack.Artifact, ...], folder: Path, exclude: set[str]) -> None:
@@ -131,8 +190,12 @@ def _resolve(artifacts: tuple[stack.Artifact, ...], folder: Path, exclude: set[s
             jar.unlink()
         else:
             kept[jar.name] = hashlib.sha256(jar.read_bytes()).hexdigest()
-    manifest = {"artifacts": [a.coordinates() for a in artifacts], "jars": sorted(kept)}
-    manifest["sha256"] = kept  # type: ignore[assignment]
+    _finish_group(staging, folder, [a.coordinates() for a in artifacts], kept)
+
+
+def _finish_group(staging: Path, folder: Path, artifacts: list[str], jars: dict[str, str]) -> None:
+    """Write the manifest (each jar's SHA-256) last, then move the group into place."""
+    manifest = {"artifacts": artifacts, "jars": sorted(jars), "sha256": jars}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)

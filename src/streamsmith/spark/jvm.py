@@ -85,6 +85,12 @@ def start_thrift_server(spark: SparkSession) -> Any:
     return server_class.startWithContext(spark._jsparkSession.sqlContext())
 
 
+def set_system_property(spark: SparkSession, name: str, value: str) -> None:
+    """Set a Java system property in ``spark``'s driver JVM (read by streamsmith's own
+    classes, e.g. the JDBC server's password check)."""
+    _jvm(spark).java.lang.System.setProperty(name, value)
+
+
 def exit_and_wait(timeout: float = 300.0) -> None:
     """End this process's driver JVM and wait until it has exited.
 

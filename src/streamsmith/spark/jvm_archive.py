@@ -25,7 +25,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from streamsmith.spark.jars import cache_dir, group_jars, installed, spark_jars
+from streamsmith.spark.jars import OWN, cache_dir, driver_jars, installed, spark_jars
 
 RECORD_ENV = "STREAMSMITH_JVM_ARCHIVE_RECORD"  # set by the builder: record into this file
 SWITCH_ENV = "STREAMSMITH_JVM_ARCHIVE"  # "off" disables the archive
@@ -65,7 +65,7 @@ def archive_path() -> Path | None:
 
 
 def _extra_jars() -> list[Path]:
-    return group_jars("spark") if installed("spark") else []
+    return driver_jars() if installed("spark") and installed(OWN) else []
 
 
 def java_options(conf: Mapping[str, object]) -> list[str]:

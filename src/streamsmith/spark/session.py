@@ -29,6 +29,7 @@ import io
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import threading
@@ -44,7 +45,7 @@ from pyspark.sql import SparkSession
 from streamsmith.config import SparkSpec
 from streamsmith.defaults import SESSION_TIME_ZONE
 from streamsmith.processes import private_dir, read_own_file, write_new_file
-from streamsmith.spark import jars, jvm, jvm_archive
+from streamsmith.spark import cluster, jars, jvm, jvm_archive
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
+_SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # how PySpark passes options to spark-submit
 # Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -146,7 +148,7 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     for key, value in conf.items():
         builder = builder.config(key, value)
     if SparkContext._active_spark_context is None:  # a JVM is about to start
-        with _java_stderr_filtered():
+        with _java_stderr_filtered(), _cluster_secret(spec.master):
             session = builder.getOrCreate()
         if jvm_archive.recording():  # the archive is written as the JVM exits: wait for it
             atexit.register(jvm.exit_and_wait)
@@ -265,6 +267,28 @@ def _pass_on(read_fd: int, out_fd: int) -> None:
             if not chatter and not (after_chatter and not line.strip()):
                 out.write(line)
             after_chatter = chatter
+
+
+@contextmanager
+def _cluster_secret(master: str) -> Iterator[None]:
+    """Let the driver JVM about to start into a cluster ``streamsmith cluster start``
+    secured: its secret reaches ``spark-submit`` as ``--properties-file``, not as a
+    ``--conf`` on the command line that every local user can read."""
+    properties = cluster.auth_properties(master)
+    if properties is None:
+        yield
+        return
+    before = os.environ.get(_SUBMIT_ARGS)
+    os.environ[_SUBMIT_ARGS] = (
+        f"--properties-file {shlex.quote(str(properties))} {before or 'pyspark-shell'}"
+    )
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_SUBMIT_ARGS, None)
+        else:
+            os.environ[_SUBMIT_ARGS] = before
 
 
 def _conf_str(value: str | int | float | bool) -> str:

@@ -1,0 +1,53 @@
+"""Secrets that let only this user into the Spark servers streamsmith starts on loopback.
+
+Loopback keeps other machines out, not other users of this machine. The standalone
+cluster (``cluster start``) and the JDBC server (``run --sql-port``, ``sql-server``) each
+get a fresh secret when they start, written to a file only this user can read, under a
+folder only this user can enter: ``<cache>/secrets/<kind>/<host>-<port>``. A client of the
+same user finds it by the server's address; the secret never goes on a command line,
+which every local user can read in ``/proc``.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+from streamsmith.processes import private_dir, read_own_file, write_new_file
+from streamsmith.spark.jars import cache_dir
+
+CLUSTER = "cluster"
+SQL_SERVER = "sql-server"
+
+
+def secret_path(kind: str, address: str) -> Path:
+    """Where the secret of the ``kind`` server at ``address`` (``host:port``, or a URL
+    such as ``spark://host:port``) lives."""
+    name = re.sub(r"[^0-9A-Za-z.]+", "-", address.split("://", 1)[-1]).strip("-")
+    return private_dir(cache_dir() / "secrets" / kind) / name
+
+
+def new_secret(kind: str, address: str, render: str = "{secret}") -> tuple[Path, str]:
+    """A fresh secret for the server about to start at ``address``, written (``render``
+    formatted with it) 0600 from the first byte; returns the file and the secret."""
+    path = secret_path(kind, address)
+    path.unlink(missing_ok=True)  # a server that died on this port left it: ours to replace
+    secret = secrets.token_hex(32)
+    write_new_file(path, render.format(secret=secret).encode())
+    return path, secret
+
+
+def existing_secret(kind: str, address: str) -> Path | None:
+    """The secret file of the ``kind`` server at ``address`` if one of ours runs there."""
+    path = secret_path(kind, address)
+    try:
+        read_own_file(path)  # never through a symlink
+    except FileNotFoundError:
+        return None
+    return path
+
+
+def forget_secret(kind: str, address: str) -> None:
+    """Remove the secret of a server that stopped."""
+    secret_path(kind, address).unlink(missing_ok=True)

@@ -1,6 +1,8 @@
 """``streamsmith table``: a Delta table's history and maintenance, without a JVM.
 
-Each command reads or writes the table's transaction log through delta-rs (the
+``convert`` (a Parquet table into Delta) is the one command that starts Spark: only
+Delta's own ``CONVERT TO DELTA`` reads the file sink's log. Each other command reads or
+writes the table's transaction log through delta-rs (the
 ``deltalake`` package), so it answers in well under a second where a Spark start takes
 several; what it commits (a compaction, a restore) is an ordinary Delta version that
 Spark readers and a running stream's next batch take as they take any other.
@@ -9,6 +11,7 @@ Spark readers and a running stream's next batch take as they take any other.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,7 +21,8 @@ from streamsmith.errors import UserError
 
 table_cli = typer.Typer(
     rich_markup_mode="markdown",
-    help="A Delta lake table: its history, compaction, vacuum and restore.",
+    help="A Delta lake table: its history, compaction, vacuum and restore; converting a "
+    "Parquet table.",
     no_args_is_help=True,
 )
 Table = Annotated[str, typer.Argument(help="The lake table (its name under <root>/tables).")]
@@ -107,6 +111,55 @@ def restore(
     delta = _delta(table, root)
     metrics = delta.restore(version)
     say(f"{table}: restored version {version} as version {delta.version()} ({metrics})")
+
+
+@table_cli.command("convert")
+def convert(table: Table, root: Root = None) -> None:
+    """Turn a Parquet table an earlier streamsmith wrote into a Delta table, in place:
+    only files of committed batches enter it. Stop the pipeline first; then set
+    `format: delta` on the flow's sink and run: its checkpoint resumes where it was."""
+    from streamsmith.config import SparkSpec
+    from streamsmith.io.delta_convert import (
+        checkpoint_query_id,
+        convert_to_delta,
+        record_streamed_batch,
+    )
+    from streamsmith.io.lake_paths import table_path
+    from streamsmith.spark.session import build_session
+
+    lake = storage_root(root)
+    path = table_path(lake, table)
+    writers = _checkpoints_writing(lake, path)
+    if len(writers) > 1:
+        listed = ", ".join(str(w) for w in writers)
+        raise UserError(f"{table}: several checkpoints write it ({listed}); remove the stale ones")
+    spark = build_session(SparkSpec(), "streamsmith-table-convert")
+    converted = convert_to_delta(spark, path)
+    query_id = checkpoint_query_id(writers[0]) if writers else None
+    if query_id is not None and converted.last_batch is not None:
+        record_streamed_batch(spark, path, query_id, converted.last_batch)
+    columns = ", ".join(converted.partition_by)
+    parts = f", partitioned by {columns}" if columns else ""
+    resumes = (
+        f"; its stream (checkpoint {writers[0]}) resumes after batch {converted.last_batch} "
+        "once its sink says format: delta"
+        if query_id is not None and converted.last_batch is not None
+        else ""
+    )
+    say(f"{table}: a Delta table of {converted.files} files{parts}{resumes}")
+
+
+def _checkpoints_writing(lake: Path, path: Path) -> list[Path]:
+    """The checkpoints under the storage root whose query's sink is the table at ``path``."""
+    from streamsmith.io.lake_paths import CHECKPOINTS_DIR
+    from streamsmith.runtime.checkpoints import FINGERPRINT_FILE, stored_fingerprint
+
+    found = []
+    for fingerprint in sorted((lake / CHECKPOINTS_DIR).glob(f"*/*/{FINGERPRINT_FILE}")):
+        stored = stored_fingerprint(fingerprint.parent)
+        if stored is not None and stored.get("sink", {}).get("target") == str(path):
+            found.append(fingerprint.parent)
+    return found
 
 
 def _when(milliseconds: Any) -> str | None:

@@ -11,6 +11,8 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.errors import UserError
+from streamsmith.io.lake_paths import is_delta
 from streamsmith.io.sinks.base import LakeBackedSink, LakeTableOptions, QueryArgs, UpgradeRules
 
 
@@ -35,6 +37,11 @@ class ParquetSink(LakeBackedSink):
         return self.options.partition_by
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        if is_delta(self.lake_path):  # Parquet files beside a Delta log: Delta never sees them
+            raise UserError(
+                f"{self.lake_path} is a Delta table now (`streamsmith table convert`?): "
+                "set format: delta on this sink; its checkpoint resumes"
+            )
         return self.start_file_sink(frame, query)
 
 

@@ -146,3 +146,25 @@ def test_a_lower_minimum_from_the_spark_conf_allows_shorter_checkpoints(tmp_path
     conf = {"spark.sql.streaming.realTimeMode.minBatchDuration": "1000"}
     doc = document(trigger="real-time=1s", spark={"conf": conf})
     assert plan_for(tmp_path, doc).outputs[0].trigger == Trigger("real-time", 1.0)
+
+
+def test_the_how_to_pipeline_turns_real_time_by_its_trigger_alone(tmp_path: Path) -> None:
+    page = Path(__file__).parents[2] / "docs/how-to/real-time.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.DOTALL)
+    micro = plan_for(tmp_path, yaml.safe_load(blocks[0]))
+    assert [(o.role, str(o.trigger)) for o in micro.outputs] == [
+        ("main", "interval=1s"),
+        ("quarantine", "interval=5s"),
+    ]
+    changed = {**yaml.safe_load(blocks[0]), **yaml.safe_load(blocks[1])}
+    [output] = plan_for(tmp_path, changed).outputs
+    assert (str(output.trigger), output.dead_letter_topic) == (
+        "real-time=5s",
+        "ad-views.dead-letter",
+    )
+    shown = re.search(r"```\n(  topic query .*?)```", page.read_text(), flags=re.DOTALL)
+    assert shown is not None
+    for line in shown.group(1).splitlines():
+        assert line.replace(str(tmp_path / "data"), "") in describe_plan(
+            plan_for(tmp_path, changed)
+        )

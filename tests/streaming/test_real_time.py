@@ -12,13 +12,17 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Consumer
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from streamsmith.config import load_spec
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.start import start_queries
+from streamsmith.transforms.quarantine import REJECT_REASON
 
 Produce = Callable[..., None]
 
@@ -147,3 +151,49 @@ def test_a_real_time_flow_needing_more_task_slots_than_spark_has_is_refused(
     with pytest.raises(UserError, match=r"needs 6 task slots, and Spark has 2: give Spark more"):
         start_queries(spark, plan)
     assert not spark.streams.active
+
+
+def fahrenheit(records: DataFrame) -> DataFrame:
+    """A transform that tags its own rejects (readings without a device)."""
+    reading = F.from_json(F.col("value").cast("string"), "device string, celsius double")
+    parsed = records.select("_source_file", "_position", "_raw", reading.alias("r"))
+    return parsed.select(
+        F.col("r.device").alias("key"),
+        F.to_json(F.struct("r.device", (F.col("r.celsius") * 1.8 + 32).alias("f"))).alias("value"),
+        "_source_file", "_position", "_raw",
+        F.when(F.col("r.device").isNull(), F.lit("missing device")).alias(REJECT_REASON),
+    )  # fmt: skip
+
+
+def test_rejects_a_transform_tags_itself_reach_the_dead_letter_topic(
+    spark: SparkSession, broker: EmbeddedBroker, one_partition: str, produce: Produce,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    produce(one_partition, [b'{"device": "d1", "celsius": 100}', b'{"celsius": 3}'], partitions=1)
+    source = {
+        "format": "kafka",
+        "options": {"subscribe": one_partition, "startingOffsets": "earliest"},
+    }
+    sink = {"format": "kafka", "topic": f"{one_partition}-out"}
+    spec = {
+        "app": "temps",
+        "trigger": "real-time",
+        "kafka": {"bootstrap_servers": broker.bootstrap},
+        "sources": {"sensors": source},
+        "flows": {"temps": {"source": "sensors", "sink": sink}},
+    }
+    app = App("temps", "temperatures", (FlowDefinition("temps", fahrenheit),), spec)
+    plan = build_plan(app, load_spec(spec, storage_root=str(tmp_path)))
+
+    [(_, query)] = start_queries(spark, plan)
+    try:
+        topics = [f"{one_partition}-out", f"{one_partition}-out.dead-letter"]
+        records = read_until(broker.bootstrap, topics, 2, 120)
+    finally:
+        query.stop()
+    assert sorted(
+        (m.topic(), m.key().decode(), json.loads(m.value()).get("reason")) for m in records
+    ) == [
+        (topics[0], "d1", None),
+        (topics[1], f"kafka://{one_partition}/0/1", "missing device"),
+    ]

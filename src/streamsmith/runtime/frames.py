@@ -200,9 +200,12 @@ def with_dead_letters(
     read of the source, parsed and judged as the flow's own read is."""
     options = {**flow.source.options, DEAD_LETTER_READ: True}
     second = replace(flow, source=flow.source.model_copy(update={"options": options}))
-    tagged = flow_frames(spark, second, root, streaming=True, tables=frames.tables).tagged
+    read = flow_frames(spark, second, root, streaming=True, tables=frames.tables)
+    # As the quarantine query takes them: from the parsed events, or from the output of
+    # a transform that tags its rejects itself.
+    tagged = read.tagged if read.tagged is not None else read.output
     main = frame.withColumn(TOPIC, F.lit(output.sink.target))
-    if tagged is None:  # nothing this flow reads can be rejected
+    if REJECT_REASON not in tagged.columns:  # nothing this flow reads can be rejected
         return main
     rejects = dead_letters(tagged, flow.name)
     kinds = dict(main.dtypes)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from streamsmith.config import Trigger, parse_trigger
+from streamsmith.apps import get_app
+from streamsmith.config import Trigger, load_spec, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import Plan, build_plan, describe_plan
@@ -168,3 +169,14 @@ def test_the_how_to_pipeline_turns_real_time_by_its_trigger_alone(tmp_path: Path
         assert line.replace(str(tmp_path / "data"), "") in describe_plan(
             plan_for(tmp_path, changed)
         )
+
+
+def test_the_secops_alerts_are_refused_in_real_time_as_its_page_says(tmp_path: Path) -> None:
+    app = get_app("secops")
+    spec = load_spec(
+        app.default_spec, sets=["flows.alerts.trigger=real-time"], storage_root=str(tmp_path)
+    )
+    with pytest.raises(UserError) as err:
+        build_plan(app, spec)
+    page = (Path(__file__).parents[2] / "docs/apps/secops.md").read_text()
+    assert f"error: {err.value}" in page

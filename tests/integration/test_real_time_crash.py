@@ -128,3 +128,8 @@ def test_sigkill_mid_batch_then_restart_loses_no_record(
     assert set(dead) == {f"kafka://{topic}/0/300"}
     # At least once: what the killed batch emitted may come again, never anything else.
     assert len(keys) >= len(wanted)
+    # The real-time query's batches (one per checkpoint interval) are in the event log.
+    shown = streamsmith("status", str(path), "--format", "json", cwd=tmp_path, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["query"]: row for row in map(json.loads, shown.stdout.splitlines())}
+    assert rows["fastclicks.fast"]["batches"] >= 1, rows

@@ -11,6 +11,12 @@ seconds are left out (the first Python-worker batches pay their start-up). Every
 measured window must reach exactly its count; the script fails otherwise.
 
     .venv/bin/python benchmarks/ysb_latency.py --rate 10000 --seconds 180
+
+With ``--stateless`` it prints instead the rows of a stateless Kafka -> Kafka
+filter-and-enrich flow, in Real-time Mode and in micro-batches, at each ``--rate``
+(``_stateless_latency.py`` says how they are measured):
+
+    .venv/bin/python benchmarks/ysb_latency.py --stateless --rate 10000 --rate 50000
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 import psycopg
 from _common import STAGES_UI_CONF, print_stages
+from _stateless_latency import stateless_rows
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
@@ -49,7 +56,17 @@ Key = tuple[str, datetime]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=int, default=10_000, help="events per second")
+    parser.add_argument(
+        "--rate", type=int, action="append", help="events per second (10,000; repeatable)"
+    )
+    parser.add_argument(
+        "--stateless", action="store_true",
+        help="the stateless Kafka -> Kafka rows: real-time and micro-batch, at each --rate",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stateless-triggers", default="real-time=5s,interval=0s",
+        help="the triggers of the --stateless rows",
+    )  # fmt: skip
     parser.add_argument("--seconds", type=int, default=180, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=40, help="seconds left out at the start")
     parser.add_argument("--trigger", default=None, help="e.g. interval=1s (the app's default)")
@@ -64,6 +81,11 @@ def main() -> None:
         help="also print Spark's stage times after the warm-up (turns Spark's UI on)",
     )  # fmt: skip
     args = parser.parse_args()
+    rates = args.rate or [10_000]
+    if args.stateless:
+        stateless_rows(rates, args.stateless_triggers.split(","), args.seconds, args.warmup)
+        return
+    args.rate = rates[0]
 
     with tempfile.TemporaryDirectory(prefix="streamsmith-bench-latency-") as tmp:
         root = Path(tmp)

@@ -186,7 +186,7 @@ def test_parse_trigger(text: str, expected: Trigger) -> None:
 
 
 def test_trigger_errors_and_spark_arguments() -> None:
-    with pytest.raises(ValueError, match="use available-now, once or interval"):
+    with pytest.raises(ValueError, match="use available-now, once, interval=<duration>"):
         parse_trigger("continuous")
     with pytest.raises(ValueError, match="invalid duration '10 parsecs'"):
         parse_duration("10 parsecs")

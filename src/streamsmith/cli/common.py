@@ -53,7 +53,10 @@ Root = Annotated[
 ]
 TriggerOpt = Annotated[
     str | None,
-    typer.Option("--trigger", help="available-now | once | interval=DURATION, e.g. interval=10s"),
+    typer.Option(
+        "--trigger",
+        help="available-now | once | interval=DURATION | real-time[=DURATION], e.g. interval=10s",
+    ),
 ]
 AppOrSpec = Annotated[
     str | None,

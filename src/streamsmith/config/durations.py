@@ -57,19 +57,28 @@ class Trigger:
     ``available-now`` processes the backlog (in as many batches as the read limits ask for)
     and stops; ``once`` processes it in one batch and stops; ``interval`` runs forever,
     starting a batch every ``interval_seconds`` (0 means as soon as the previous ends).
+    ``real-time`` runs forever in Spark's Real-time Mode: long-running tasks emit each
+    record as it arrives, and ``interval_seconds`` is how often the query checkpoints
+    (Spark's minimum is 5 s unless ``spark.sql.streaming.realTimeMode.minBatchDuration``
+    says otherwise).
     """
 
-    kind: Literal["available-now", "once", "interval"]
+    kind: Literal["available-now", "once", "interval", "real-time"]
     interval_seconds: float = 0.0
 
     @property
     def terminates(self) -> bool:
         """Whether a query with this trigger stops by itself once the backlog is done."""
-        return self.kind != "interval"
+        return self.kind in ("available-now", "once")
+
+    @property
+    def real_time(self) -> bool:
+        """Whether the query runs in Spark's Real-time Mode."""
+        return self.kind == "real-time"
 
     def __str__(self) -> str:
-        if self.kind == "interval":
-            return f"interval={_format_seconds(self.interval_seconds)}"
+        if self.kind in ("interval", "real-time"):
+            return f"{self.kind}={_format_seconds(self.interval_seconds)}"
         return self.kind
 
     def spark_kwargs(self) -> dict[str, Any]:
@@ -78,6 +87,8 @@ class Trigger:
             return {"availableNow": True}
         if self.kind == "once":
             return {"once": True}
+        if self.kind == "real-time":
+            return {"realTime": f"{int(self.interval_seconds * 1000)} milliseconds"}
         return {"processingTime": f"{int(self.interval_seconds * 1000)} milliseconds"}
 
 
@@ -85,8 +96,13 @@ def _format_seconds(seconds: float) -> str:
     return f"{int(seconds)}s" if seconds == int(seconds) else f"{int(seconds * 1000)}ms"
 
 
+# How often a real-time query checkpoints when the spec does not say: Spark's minimum.
+REAL_TIME_CHECKPOINT_SECONDS = 5.0
+
+
 def parse_trigger(text: str) -> Trigger:
-    """Parse ``available-now``, ``once`` or ``interval=<duration>`` (e.g. ``interval=10s``)."""
+    """Parse ``available-now``, ``once``, ``interval=<duration>`` (e.g. ``interval=10s``)
+    or ``real-time[=<checkpoint interval>]`` (e.g. ``real-time=10s``)."""
     normalized = text.strip().lower().replace("_", "-")
     if normalized in ("available-now", "availablenow"):
         return Trigger("available-now")
@@ -94,9 +110,13 @@ def parse_trigger(text: str) -> Trigger:
         return Trigger("once")
     if normalized.startswith("interval="):
         return Trigger("interval", parse_duration(normalized.split("=", 1)[1]))
+    if normalized in ("real-time", "realtime"):
+        return Trigger("real-time", REAL_TIME_CHECKPOINT_SECONDS)
+    if normalized.startswith(("real-time=", "realtime=")):
+        return Trigger("real-time", parse_duration(normalized.split("=", 1)[1]))
     raise ValueError(
-        f"invalid trigger {text!r}: use available-now, once or interval=<duration> "
-        "(e.g. interval=10s)"
+        f"invalid trigger {text!r}: use available-now, once, interval=<duration> "
+        "(e.g. interval=10s) or real-time[=<checkpoint interval>] (e.g. real-time=10s)"
     )
 
 

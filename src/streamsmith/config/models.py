@@ -570,7 +570,8 @@ class PipelineSpec(StrictModel):
         description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root)",
     )
     trigger: TriggerText = Field(
-        default="interval=10s", description="available-now | once | interval=<duration>"
+        default="interval=10s",
+        description="available-now | once | interval=<duration> | real-time[=<interval>]",
     )
     schedule: Cron | None = Field(
         default=None,

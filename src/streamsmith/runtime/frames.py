@@ -39,6 +39,7 @@ from streamsmith.transforms.quarantine import (
     REJECT_REASON,
     SOURCE_FILE,
     accepted,
+    dead_letters,
     quarantined,
 )
 
@@ -172,4 +173,44 @@ def query_frame(
         frames = None
     if frames is None:
         frames = flow_frames(spark, flow, root, streaming=True)
-    return output_frame(frames, output)
+    frame = output_frame(frames, output)
+    if output.dead_letter_topic is None:
+        return frame
+    return with_dead_letters(spark, flow, root, frames, frame, output)
+
+
+# Spark refuses a real-time query that reads one source twice, as a union of two branches
+# of one read would; a second reader with an option of its own is another source to it
+# (Spark's Kafka connector ignores options it does not know).
+DEAD_LETTER_READ = "streamsmith.deadLetters"
+TOPIC = "topic"
+
+
+def with_dead_letters(
+    spark: SparkSession,
+    flow: FlowPlan,
+    root: Path,
+    frames: FlowFrames,
+    frame: DataFrame,
+    output: Output,
+) -> DataFrame:
+    """A real-time flow's ``frame`` for its sink's topic and, in the same query (a
+    micro-batch quarantine query cannot run beside it), its rejected records for the
+    output's dead-letter topic: each row names its topic. The rejects come from a second
+    read of the source, parsed and judged as the flow's own read is."""
+    options = {**flow.source.options, DEAD_LETTER_READ: True}
+    second = replace(flow, source=flow.source.model_copy(update={"options": options}))
+    read = flow_frames(spark, second, root, streaming=True, tables=frames.tables)
+    # As the quarantine query takes them: from the parsed events, or from the output of
+    # a transform that tags its rejects itself.
+    tagged = read.tagged if read.tagged is not None else read.output
+    main = frame.withColumn(TOPIC, F.lit(output.sink.target))
+    if REJECT_REASON not in tagged.columns:  # nothing this flow reads can be rejected
+        return main
+    rejects = dead_letters(tagged, flow.name)
+    kinds = dict(main.dtypes)
+    rejects = rejects.select(
+        *(F.col(c).cast(kinds[c]).alias(c) if c in kinds else F.col(c) for c in rejects.columns),
+        F.lit(output.dead_letter_topic).alias(TOPIC),
+    )
+    return main.unionByName(rejects, allowMissingColumns=True)

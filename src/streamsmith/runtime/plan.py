@@ -35,6 +35,7 @@ from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.late import describe_rule, late_table
+from streamsmith.runtime.real_time import check_real_time
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.transforms.events import RecordParser
@@ -59,6 +60,7 @@ class Output:
     checkpoint: Path
     output_mode: OutputMode
     trigger: Trigger
+    dead_letter_topic: str | None = None  # a real-time flow's rejects, in its own query
 
     @property
     def kind(self) -> str:
@@ -213,6 +215,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         context = SinkContext(spec, app.name, definition.name)
         sink = build_sink(flow.sink.format, flow.sink.settings, context)
         warnings.extend(check_output_mode(app.name, definition, flow.sink, sink, flow_trigger))
+        check_real_time(spec, definition, flow, sink, flow_trigger)
         outputs = _outputs(spec, context, definition, flow, sink, flow_trigger)
         expectations = _expectations(app.name, definition, flow, outputs)
         if spec.sources[flow.source].evolution == "none":  # counted, then left out
@@ -483,7 +486,8 @@ def _expectations(
         (name, Expectation(name, rule.sql, rule.action)) for name, rule in flow.expect.items()
     )
     quarantined = [e.name for e in merged.values() if e.action == "quarantine"]
-    if quarantined and not any(output.role == "quarantine" for output in outputs):
+    keeps = any(o.role == "quarantine" or o.dead_letter_topic for o in outputs)
+    if quarantined and not keeps:
         raise UserError(
             f"flow {definition.name!r} of app {app!r}: expectation(s) {', '.join(quarantined)} "
             "quarantine records, but this flow keeps no quarantine table (a sibling flow "
@@ -528,6 +532,13 @@ def _outputs(
         output_mode=flow.sink.output_mode,
         trigger=trigger,
     )
+    if trigger.real_time:
+        # Spark runs real-time queries in update mode only: for a stateless query, the
+        # same rows as append. A micro-batch side query cannot follow a real-time one,
+        # so rejects travel in the flow's own query, to its sink's dead-letter topic;
+        # and a stateless query's watermark drops nothing, so no events are late.
+        dead_letters = getattr(sink, "dead_letter_topic", None) if definition.quarantine else None
+        return [replace(main, output_mode="update", dead_letter_topic=dead_letters)]
     source = source_class(spec.sources[flow.source].format)
     query = MainQuery(
         checkpoint=main.checkpoint,
@@ -726,6 +737,8 @@ def describe_plan(plan: Plan) -> str:
                 f"  {output.kind} query {output.query_name}: {where} "
                 f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
             )
+            if output.dead_letter_topic:
+                lines.append(f"    rejects to kafka topic {output.dead_letter_topic}")
             lines.append(f"    checkpoint {output.checkpoint}")
             lines.append(f"    backfill   {output.backfill_path}")
     lines.extend(f"warning: {warning}" for warning in plan.warnings)

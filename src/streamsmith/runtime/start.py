@@ -22,6 +22,7 @@ from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.frames import flow_frames
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.pruning import pruned_query_frame
+from streamsmith.runtime.real_time import check_task_slots
 from streamsmith.transforms.expectations import ExpectationError
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ def start_flow(
     of its source (or, from Kafka, each over a read of the columns it uses:
     ``streamsmith.runtime.pruning``); if one cannot start, stop those already started."""
     frames = flow_frames(spark, flow, plan.root, streaming=True)
+    for output in flow.outputs:
+        if output.trigger.real_time:
+            reads = 2 if output.dead_letter_topic else 1
+            check_task_slots(spark, flow.source, reads, output.query_name)
     started: Started = []
     try:
         for output in flow.outputs if outputs is None else outputs:

@@ -422,7 +422,11 @@ def plan_monitor(plan: Plan) -> Monitor:
     """The monitor of a plan's queries; the sinks' resolved credentials (a PostgreSQL
     DSN) are redacted from its events. Resolving them first also fails a run whose
     database is unknown before any query starts."""
-    triggers = {output.spark_name: output.trigger.interval_seconds for output in plan.outputs}
+    # A real-time batch lasts its checkpoint interval by design: no alert for that.
+    triggers = {
+        output.spark_name: 0.0 if output.trigger.real_time else output.trigger.interval_seconds
+        for output in plan.outputs
+    }
     secrets = [secret for output in plan.outputs for secret in output.sink.secrets()]
     return Monitor(plan.spec, plan.root, triggers, secrets, file_probes(plan))
 

@@ -93,3 +93,15 @@ def quarantined(tagged: DataFrame) -> DataFrame:
         )
         .withColumn("ingest_date", F.to_date("ingested_at"))
     )
+
+
+def dead_letters(tagged: DataFrame, flow: str) -> DataFrame:
+    """Rejected rows as Kafka records for a dead-letter topic, where a real-time flow
+    sends what a micro-batch flow quarantines: the value is the quarantine row as JSON
+    (with the flow's name), the key the record's place (``kafka://topic/partition/offset``),
+    the same when a replay produces it again, so a consumer keeps one per key."""
+    rows = quarantined(tagged).drop("ingest_date")
+    return rows.select(
+        F.concat_ws("/", "source_file", "position").alias("key"),
+        F.to_json(F.struct(F.lit(flow).alias("flow"), *rows.columns)).alias("value"),
+    )

@@ -29,14 +29,20 @@ from streamsmith.io.sinks.base import (
 )
 from streamsmith.io.sources.kafka import jvm_kafka_available, read_kafka
 
+DEAD_LETTER_SUFFIX = ".dead-letter"
+TOPIC_COLUMN = "topic"  # a row's own topic, when the sink names none
+
 
 class KafkaTopicOptions(SinkOptions):
     """``topic``: where rows go; ``options``: Kafka sink options (``kafka.*`` settings
-    over the pipeline's ``kafka`` block); ``connector``: ``auto``, ``jvm`` or ``python``."""
+    over the pipeline's ``kafka`` block); ``connector``: ``auto``, ``jvm`` or ``python``;
+    ``dead_letter_topic``: where a real-time flow's rejected records go (by default the
+    topic's name with ``.dead-letter`` appended)."""
 
     topic: str
     connector: Literal["auto", "jvm", "python"] = "auto"
     options: dict[str, ConfValue] = Field(default_factory=dict)
+    dead_letter_topic: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -75,6 +81,12 @@ class KafkaTopicSink(Sink):
     def describe(self) -> str:
         return f"kafka topic {self.target}"
 
+    @property
+    def dead_letter_topic(self) -> str:
+        """Where a real-time flow's rejected records go: a micro-batch quarantine query
+        cannot run beside a real-time one, so they travel in the flow's own query."""
+        return self.options.dead_letter_topic or f"{self.target}{DEAD_LETTER_SUFFIX}"
+
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Spark lets Python data sources stream in append mode only, so update and
         complete modes on streamsmith's connector write each micro-batch with its batch
@@ -88,7 +100,8 @@ class KafkaTopicSink(Sink):
             register_kafka_source(spark)
         fmt = "kafka" if spark_connector else SOURCE_NAME
         settings = {key: _option(value) for key, value in self.settings.items()}
-        settings["topic"] = self.target
+        if not (query.trigger.real_time and TOPIC_COLUMN in frame.columns):
+            settings["topic"] = self.target  # else each row names its topic (dead letters)
         writer = (
             frame.writeStream.queryName(query.name)
             .outputMode(query.output_mode)

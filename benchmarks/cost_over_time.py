@@ -18,7 +18,8 @@ next batch on the same checkpoint (the run measured is that one from then on).
 ``catch-up``: ``streamsmith generate ysb`` at ``--base-events`` times each of
 ``--sizes``, then one ``streamsmith run ysb --trigger available-now`` per size: its wall
 time, the seconds per million events once the fixed cost (a run over 1,000 events:
-the JVM start and the query plans) is taken off, and the peak resident memory of the
+the JVM start and the query plans) is taken off ("-" when the run took no longer than
+that: too small a size to tell), and the peak resident memory of the
 run's processes (Python and JVM, sampled every 0.2 s).
 
     .venv/bin/python benchmarks/cost_over_time.py many --batches 20000 --every 2000
@@ -289,8 +290,9 @@ def run_catch_up(root: Path, args: argparse.Namespace) -> None:
         events = int(args.base_events * size)
         wall, peak = catch_up_once(root / f"x{size:g}", events, args.sets)
         megabytes = tree(root / f"x{size:g}" / "input")[0]
-        print(f"{size:>4g}x {events:>12,} {megabytes:>9.0f} {wall:>7.1f} "
-              f"{(wall - fixed) / (events / 1e6):>8.1f} {peak:>8.0f}", flush=True)  # fmt: skip
+        per_million = f"{(wall - fixed) / (events / 1e6):.1f}" if wall > fixed else "-"
+        print(f"{size:>4g}x {events:>12,} {megabytes:>9.0f} {wall:>7.1f} {per_million:>8} "
+              f"{peak:>8.0f}", flush=True)  # fmt: skip
 
 
 def catch_up_once(root: Path, events: int, sets: list[str]) -> tuple[float, float]:

@@ -25,7 +25,7 @@ run's processes (Python and JVM, sampled every 0.2 s).
     .venv/bin/python benchmarks/cost_over_time.py many --batches 20000 --every 2000
     .venv/bin/python benchmarks/cost_over_time.py catch-up --base-events 10000000 --sizes 1,3,10
 
-Extra ``--set key=value`` options go to every ``streamsmith`` command (e.g. a retention
+Extra ``--set key=value`` options go to ``run`` and ``checkpoint show`` (e.g. a retention
 setting, for a before/after).
 """
 
@@ -261,7 +261,7 @@ def sample(
     median_ms = batch_ms(root, args.every // 2)
     stop(run)  # its last batches (the watermark's) may commit as it stops
     committed = last_commit(checkpoint)
-    status = timed_cli(cli(root, "status", "ysb", sets=args.sets))
+    status = timed_cli(cli(root, "status", "ysb"))  # reads the log: no spec values
     show = timed_cli(cli(root, "checkpoint", "show", "ysb", sets=args.sets))
     query = timed_cli(cli(root, "query", "select count(*) from campaign_windows"))
     batch_file(inbox, number, args.events, campaigns)

@@ -164,7 +164,11 @@ def bare_query(events: DataFrame, campaigns: DataFrame, out: Path) -> StreamingQ
 
 # Spark's UI on a loopback port Spark picks, for :func:`print_stages` (a local master binds
 # its UI to SPARK_LOCAL_IP, which streamsmith sets to 127.0.0.1).
-STAGES_UI_CONF = {"spark.ui.enabled": "true", "spark.ui.port": "0"}
+STAGES_UI_CONF = {
+    "spark.ui.enabled": "true",
+    "spark.ui.port": "0",
+    "spark.ui.retainedStages": "1000",
+}
 
 
 def print_stages(spark: SparkSession, after: float = 0.0) -> None:

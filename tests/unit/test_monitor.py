@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -402,3 +403,24 @@ def test_a_webhook_url_without_a_scheme_is_refused_by_the_spec_and_survived_by_t
         ("webhook", "ValueError"),
     ]
     assert "s3cret" not in caplog.text
+
+
+def test_a_long_run_starts_a_new_event_log_past_its_size_and_prunes_old_ones(
+    tmp_path: Path,
+) -> None:
+    from streamsmith.monitor.status_cache import cached_statuses
+
+    ancient = EventLog(tmp_path, "app")
+    ancient.path = ancient.path.with_name("app-20000101T000000-1.jsonl")
+    ancient.write({"event": "started", "query": "gone"})
+    os.utime(ancient.path, (1_000_000, 1_000_000))
+    log = EventLog(tmp_path, "app", max_bytes=300, retention_s=86400)
+    first = log.path
+    log.write(_progress("app.q", 0, query_id="x"))
+    log.write(_progress("app.q", 1, query_id="x"))  # now past 300 bytes
+    time.sleep(1.05)  # a file is named by its second
+    log.write(_progress("app.q", 2, query_id="x"))  # so this one starts a new file
+    assert log.path != first and first.is_file() and log.path.name > first.name
+    assert not ancient.path.exists()  # pruned when the new file started
+    (status,) = cached_statuses(tmp_path, "app")  # readers merge both files
+    assert (status.query, status.batches) == ("app.q", 3)

@@ -394,8 +394,10 @@ class MonitorSpec(StrictModel):
 
     ``kafka_topic`` forwards every event to a topic of the pipeline's Kafka cluster;
     ``metrics_port`` serves Prometheus ``/metrics`` and a ``/health`` check on 127.0.0.1.
-    A run deletes the app's event logs last written more than ``retention`` ago (about
-    3 KB per batch and query, most of it Spark's full progress report).
+    A run writes its events to a file of its own (about 3 KB per batch and query, most
+    of it Spark's full progress report) and starts a new one when that passes
+    ``file_mb``; at its start and at each new file it deletes the app's event logs last
+    written more than ``retention`` ago.
     """
 
     kafka_topic: str | None = Field(default=None, description="also send events to this topic")
@@ -403,6 +405,9 @@ class MonitorSpec(StrictModel):
         default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1"
     )
     retention: Duration = Field(default="14d", description="event logs older than this are deleted")
+    file_mb: float = Field(
+        default=64, gt=0, description="a run starts a new event log file past this size (MB)"
+    )
     alerts: AlertRules = Field(default_factory=AlertRules)
 
 

@@ -1,12 +1,14 @@
 """The event log: every lifecycle, progress, failure, restart and alert event of a run.
 
 One JSON-lines file per process under ``<storage_root>/_monitor/events``, appended and
-flushed line by line, so ``status`` and the dashboard can read it while the run goes on
-and after it ends (or was killed: a torn last line is skipped). A line that is not a JSON
-object anywhere else (a disk error, an edit) is skipped too, counted and logged as a
-warning naming the file and where: one bad line must not blank ``status`` or the
-dashboard. ``streamsmith query``
-reads the same files as the table ``streamsmith_events``.
+flushed line by line (a process starts a new file once its current one passes
+``max_bytes``, and then deletes the app's files older than ``retention_s``: an always-on
+run's log stays bounded without a restart), so ``status`` and the dashboard can read it
+while the run goes on and after it ends (or was killed: a torn last line is skipped). A
+line that is not a JSON object anywhere else (a disk error, an edit) is skipped too,
+counted and logged as a warning naming the file and where: one bad line must not blank
+``status`` or the dashboard. ``streamsmith query`` reads the same files as the table
+``streamsmith_events``.
 
 Secrets (a PostgreSQL DSN or password, a webhook URL, Kafka passwords) are replaced by
 ``***`` in every record before it is written.
@@ -96,25 +98,59 @@ def now_text() -> str:
 
 
 class EventLog:
-    """Appends this process's events to its own file; safe to call from any thread."""
+    """Appends this process's events to its own file; safe to call from any thread.
 
-    def __init__(self, root: Path, app: str, secrets: Iterable[str] = ()) -> None:
+    Past ``max_bytes`` the next event starts a new file (named by the time, so it sorts
+    after the last) and the app's files last written more than ``retention_s`` ago are
+    deleted; readers take every file in name order, so nothing they fold changes but the
+    events deleted."""
+
+    def __init__(
+        self,
+        root: Path,
+        app: str,
+        secrets: Iterable[str] = (),
+        *,
+        max_bytes: int | None = None,
+        retention_s: float | None = None,
+    ) -> None:
         self.app = app
+        self.root = root
         self.secrets = {part for secret in secrets for part in secret_parts(secret)}
-        folder = events_dir(root)
-        folder.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        self.path = folder / f"{app}-{stamp}-{os.getpid()}.jsonl"
+        self.max_bytes = max_bytes
+        self.retention_s = retention_s
+        events_dir(root).mkdir(parents=True, exist_ok=True)
+        self.path = self._new_path()
+        self._size = self.path.stat().st_size if self.path.exists() else 0
         self._lock = threading.Lock()
+
+    def _new_path(self) -> Path:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        return events_dir(self.root) / f"{self.app}-{stamp}-{os.getpid()}.jsonl"
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         """Stamp ``record`` (time, app, pid), redact it, append it; return what was written."""
         stamped = {"time": now_text(), "app": self.app, "pid": os.getpid(), **record}
         line = self.redact(json.dumps(stamped, default=str))
-        with self._lock, self.path.open("a", encoding="utf-8") as file:
-            file.write(line + "\n")
+        with self._lock:
+            if self.max_bytes is not None and self._size >= self.max_bytes:
+                self._rotate()
+            with self.path.open("a", encoding="utf-8") as file:
+                file.write(line + "\n")
+            self._size += len(line.encode()) + 1
         written: dict[str, Any] = json.loads(line)
         return written
+
+    def _rotate(self) -> None:
+        """Start a new file, unless the second has not changed (the name would not: the
+        next write tries again), then delete files past the retention."""
+        path = self._new_path()
+        if path == self.path:
+            return
+        self.path, self._size = path, 0
+        if self.retention_s is not None:
+            for removed in prune_event_logs(self.root, self.app, self.retention_s):
+                log.info("event log %s deleted: older than the retention", removed)
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret and its parts (JSON-escaped too) replaced."""

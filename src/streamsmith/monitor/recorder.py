@@ -61,9 +61,16 @@ class Monitor:
         self.spec = spec
         self.queries = dict(queries)
         self.file_sources = dict(file_sources or {})
-        prune_event_logs(root, spec.app, parse_duration(spec.monitor.retention))
+        retention_s = parse_duration(spec.monitor.retention)
+        prune_event_logs(root, spec.app, retention_s)
         all_secrets = [*secrets, *spec_secrets(spec)]
-        self.log = EventLog(root, spec.app, all_secrets)
+        self.log = EventLog(
+            root,
+            spec.app,
+            all_secrets,
+            max_bytes=int(spec.monitor.file_mb * 2**20),
+            retention_s=retention_s,
+        )
         REGISTRY.register(all_secrets)  # and out of log lines on stderr
         install_log_redaction()
         self.metrics = QueryMetrics(spec.app)

@@ -56,6 +56,12 @@ INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
 _SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # how PySpark passes options to spark-submit
+# How much finished work the driver remembers (Spark's default: 1,000 of each).
+RETAINED_HISTORY = {
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+}
 # Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -102,6 +108,10 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.driver.memory": "2g",
+        # An always-on run adds a SQL execution, jobs and stages per micro-batch; Spark
+        # keeps the last 1,000 of each in the driver's heap for its UI (off here), so the
+        # heap would grow for a thousand batches. A tenth of that serves the listeners.
+        **RETAINED_HISTORY,
         # JDBC clients of `streamsmith sql-server` share the session that holds the lake
         # views and the memory tables, instead of each getting an empty one.
         "spark.sql.hive.thriftServer.singleSession": "true",

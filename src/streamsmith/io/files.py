@@ -13,11 +13,13 @@ becomes one quarantined row naming the file and the decoder's error.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import cache, partial
 from typing import cast
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.readwriter import DataFrameReader
@@ -25,12 +27,17 @@ from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
 from streamsmith.config import SourceSpec
+from streamsmith.config.file_options import json_parse_options
 from streamsmith.io.decoding import decode_document, decode_lines
+from streamsmith.transforms.json_reasons import rejected_json_reason
 from streamsmith.transforms.quarantine import RAW, RAW_TEXT, READ_ERROR, RECORD, SOURCE_FILE
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 _CORRUPT = "_corrupt_record"
-_MALFORMED = {"jsonl": "malformed JSON line", "csv": "malformed CSV row"}
+LINE_FORMATS = ("jsonl", "text")  # one record per line: a quarantine row has its number
+_PARSED = "_parsed_record"
+_NTH = "_nth"  # which of the rows (or lines) of a file holding one text
+log = logging.getLogger(__name__)
 
 
 _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("error", StringType())])
@@ -143,6 +150,8 @@ def read_files(
             F.lit(None).cast("string").alias(READ_ERROR),
         )
     with_corrupt = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
+    if spec.format == "jsonl":
+        return _json_lines(reader, path, schema, with_corrupt, json_parse_options(spec.options))
     frame = (
         reader.format("json" if spec.format == "jsonl" else "csv")
         .schema(with_corrupt)
@@ -161,5 +170,92 @@ def read_files(
         F.coalesce(F.col(_CORRUPT), F.to_json(F.struct(*data))).alias(RAW),
         F.col(_CORRUPT).alias(RAW_TEXT),
         F.struct(*data).alias(RECORD),
-        F.when(F.col(_CORRUPT).isNotNull(), F.lit(_MALFORMED[spec.format])).alias(READ_ERROR),
+        F.when(F.col(_CORRUPT).isNotNull(), F.lit("malformed CSV row")).alias(READ_ERROR),
     )
+
+
+def _json_lines(
+    reader: Reader,
+    path: str,
+    schema: StructType,
+    with_corrupt: StructType,
+    options: dict[str, str],
+) -> DataFrame:
+    """JSON lines read as text and parsed with ``from_json``, so every row keeps its line
+    as it arrived (the quarantine's raw payload, whatever the reason it is rejected for)
+    at no cost beyond the reference: Spark's JSON reader, which parses the same way, lets
+    a parsed row's line go. A line Spark marks corrupt gets the reason naming the field
+    that does not fit (``transforms.json_reasons``); blank lines are skipped, as Spark's
+    JSON reader skips them."""
+    parse = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    line = F.col("value")
+    frame = reader.format("text").load(path).where(F.trim(line) != "")
+    record = F.from_json(line, with_corrupt, parse)
+    parsed = frame.select(
+        record.alias(_PARSED), line, F.col("_metadata.file_path").alias(SOURCE_FILE)
+    )
+    corrupt = F.col(_PARSED)[_CORRUPT]
+    return parsed.select(
+        *(F.col(_PARSED)[field.name].alias(field.name) for field in schema.fields),
+        F.col(SOURCE_FILE),
+        line.alias(RAW),
+        line.alias(RAW_TEXT),
+        F.when(corrupt.isNotNull(), rejected_json_reason(line, schema, options)).alias(READ_ERROR),
+    )
+
+
+def with_line_numbers(rejected: DataFrame) -> DataFrame:
+    """Quarantine rows (``quarantined``'s schema) with ``position`` filled, for rows from
+    JSON-lines and text files, by the 1-based number of their line in their file.
+
+    Spark's line readers do not say which line of a file a row was (only Parquet has a
+    row index), so the clean path goes without it and the number is found here, for the
+    few rows of a batch that were rejected: their files are read again (gzipped or not)
+    and each row is matched to a line of its file holding exactly its raw text. Rows with
+    the same file and text were rejected alike, so the k-th of them gets the k-th such
+    line. A file gone since keeps its rows' position null, and says so in the log.
+    """
+    from_lines = ~F.col("source_file").startswith("kafka://") & F.col("raw").isNotNull()
+    unnumbered = F.coalesce(F.col("position").isNull() & from_lines, F.lit(False))
+    wanted = rejected.where(unnumbered)
+    files = sorted(row[0] for row in wanted.select("source_file").distinct().collect())
+    if not files:
+        return rejected
+    spark = rejected.sparkSession
+    try:
+        content = spark.read.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(files)
+    except AnalysisException as exc:  # a file moved away meanwhile
+        log.warning("quarantine rows of %s keep no line number: %s", files, exc.getMessage())
+        return rejected
+    lines = (
+        content.select(F.col("path"), F.posexplode(_line_decoder(False)(F.col("content"))))
+        .select(
+            F.col("path"), (F.col("pos") + 1).alias("_number"), F.col("col.text").alias("_text")
+        )
+        .join(
+            wanted.select(
+                F.col("source_file").alias("path"), F.col("raw").alias("_text")
+            ).distinct(),
+            ["path", "_text"],
+            "left_semi",
+        )
+        .withColumn(
+            _NTH, F.row_number().over(Window.partitionBy("path", "_text").orderBy("_number"))
+        )
+    )
+    numbered = wanted.withColumn(
+        _NTH, F.row_number().over(Window.partitionBy("source_file", "raw").orderBy("reason"))
+    )
+    found = numbered.join(
+        lines,
+        (numbered["source_file"] == lines["path"])
+        & (numbered["raw"] == lines["_text"])
+        & (numbered[_NTH] == lines[_NTH]),
+        "left",
+    ).select(
+        *(
+            F.col("_number").cast("string").alias(name) if name == "position" else numbered[name]
+            for name in rejected.columns
+        )
+    )
+    return rejected.where(~unnumbered).unionByName(found)

@@ -32,6 +32,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamsmith.config import Trigger
+from streamsmith.io.files import with_line_numbers
 from streamsmith.io.lake import COMMIT_LOG, replace_batch_files, save_schema, start_foreach_batch
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import QUARANTINE_METRIC
@@ -82,9 +83,11 @@ def start_quarantine_stream(
     partition_by: tuple[str, ...],
     cover: FlowCover,
     facts: FlowFacts,
+    numbered: bool = False,
 ) -> StreamingQuery:
     """Start the quarantine query writing ``frame`` to ``path``, skipping batches whose
-    input the flow's main query found clean."""
+    input the flow's main query found clean; with ``numbered``, each row read from a
+    file of lines gets its line number (``io.files.with_line_numbers``)."""
     save_schema(path, frame.schema)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -103,7 +106,16 @@ def start_quarantine_stream(
             else:
                 why = "its flow batches' rejects are unknown" if seen is None else "rejects"
                 log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
-            rows = replace_batch_files(batch, path, batch_id, partition_by)
+            if numbered:  # read twice (its files, then its rows): once from the cache
+                kept = batch.persist()
+                try:
+                    rows = replace_batch_files(
+                        with_line_numbers(kept), path, batch_id, partition_by
+                    )
+                finally:
+                    kept.unpersist()
+            else:
+                rows = replace_batch_files(batch, path, batch_id, partition_by)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 
     return start_foreach_batch(frame, write, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
+from streamsmith.io.files import LINE_FORMATS, with_line_numbers
 from streamsmith.io.lake import read_table, write_table
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
@@ -85,6 +86,8 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str,
             if output.role == "late":
                 continue
             part = output_frame(frames, output)
+            if output.role == "quarantine" and flow.source.format in LINE_FORMATS:
+                part = with_line_numbers(part)
             write_table(part, output.backfill_path, output.partition_by)
             rows[output.table] = read_table(spark, output.backfill_path).count()
     finally:

@@ -44,6 +44,7 @@ class MainQuery:
     spark_name: str
     source: SourceKind | None
     prepared: bool  # the flow parses its input in a prepare stage that tags rejects
+    lines: bool = False  # it reads files of lines: quarantine rows get line numbers
 
 
 class _SideSink(LakeBackedSink):
@@ -81,6 +82,7 @@ class QuarantineSink(_SideSink):
                 partition_by=self.partition_by,
                 cover=FlowCover(main.source, main.checkpoint, query.checkpoint),
                 facts=FlowFacts(spark, main.spark_name),
+                numbered=main.lines,
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
         return self.start_file_sink(frame, query)  # side queries run in append mode

@@ -6,7 +6,7 @@ All pure: a frame in, a frame out, the same code for a stream and a batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ class RecordParser:
     rescue: bool = False
     evolve: bool = False
     variant: str | None = None
+    json_options: tuple[tuple[str, str], ...] = ()  # timestampFormat, ...: from_json's
 
     def __call__(self, source: DataFrame) -> DataFrame:
         return parse_events(
@@ -57,6 +58,7 @@ class RecordParser:
             rescue=self.rescue,
             evolve=self.evolve,
             variant=self.variant,
+            json_options=dict(self.json_options),
         )
 
 
@@ -69,6 +71,7 @@ def parse_events(
     rescue: bool = False,
     evolve: bool = False,
     variant: str | None = None,
+    json_options: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """Typed events from a source frame, tagged for quarantine.
 
@@ -86,7 +89,8 @@ def parse_events(
     each record holding some is tagged with their paths and the record itself
     (``_new_fields``), for :func:`stop_on_new_fields` or to be counted. ``variant`` names
     a ``VARIANT`` column holding the whole record (``variant_get`` reads any field of it,
-    whatever the schema says), beside the typed columns.
+    whatever the schema says), beside the typed columns. ``json_options`` are
+    ``from_json``'s (a file source's ``timestampFormat``, ...).
     """
     rescue = rescue or evolve
     names = schema.fieldNames()
@@ -98,7 +102,7 @@ def parse_events(
         value = F.col(_TEXT)
         not_utf8 = F.when(~F.is_valid_utf8(value), F.lit(NOT_UTF8))  # tables hold UTF-8
         text = text.withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), not_utf8))
-        parsed = text.withColumn("_event", F.from_json(value, schema))
+        parsed = text.withColumn("_event", F.from_json(value, schema, dict(json_options or {})))
         if rescue or variant is not None:  # the record as a map of its members too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
             parsed = parsed.withColumn(_FIELDS, F.from_json(value, _MEMBERS_DDL)).withColumn(

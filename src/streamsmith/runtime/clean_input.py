@@ -23,7 +23,7 @@ stays exactly-once without Spark's file sink (which cannot skip a batch).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -32,7 +32,6 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamsmith.config import Trigger
-from streamsmith.io.files import with_line_numbers
 from streamsmith.io.lake import COMMIT_LOG, replace_batch_files, save_schema, start_foreach_batch
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import QUARANTINE_METRIC
@@ -83,11 +82,11 @@ def start_quarantine_stream(
     partition_by: tuple[str, ...],
     cover: FlowCover,
     facts: FlowFacts,
-    numbered: bool = False,
+    numbering: Callable[[DataFrame], DataFrame] | None = None,
 ) -> StreamingQuery:
     """Start the quarantine query writing ``frame`` to ``path``, skipping batches whose
-    input the flow's main query found clean; with ``numbered``, each row read from a
-    file of lines gets its line number (``io.files.with_line_numbers``)."""
+    input the flow's main query found clean; with ``numbering``, each row read from a
+    file of lines gets its line and its number (``io.files.with_line_numbers``)."""
     save_schema(path, frame.schema)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -106,12 +105,10 @@ def start_quarantine_stream(
             else:
                 why = "its flow batches' rejects are unknown" if seen is None else "rejects"
                 log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
-            if numbered:  # read twice (its files, then its rows): once from the cache
+            if numbering is not None:  # read twice (its files, its rows): cached
                 kept = batch.persist()
                 try:
-                    rows = replace_batch_files(
-                        with_line_numbers(kept), path, batch_id, partition_by
-                    )
+                    rows = replace_batch_files(numbering(kept), path, batch_id, partition_by)
                 finally:
                     kept.unpersist()
             else:

@@ -74,3 +74,9 @@ def test_quarantine_rows_hold_the_line_as_it_arrived_its_number_and_the_field(
         ("7", "malformed JSON line", LINES[6]),
     ]  # fmt: skip
     assert all(row["source_file"].endswith("2001-01.jsonl") for row in quarantine)
+
+    # A backfill over the same input finds the same lines and numbers.
+    result = streamsmith(tmp_path, "backfill")
+    assert result.returncode == 0, result.stderr
+    backfilled = pq.read_table(tmp_path / "data/backfill/on_time_quarantine").to_pylist()
+    assert sorted((row["position"], row["reason"], row["raw"]) for row in backfilled) == found

@@ -63,8 +63,9 @@ def reject_reason(malformed: Column) -> Column:
 
 def checked_files(spark: SparkSession, folder: str) -> DataFrame:
     """The JSON-lines files read ``PERMISSIVE``, each line with its reject reason, file and
-    raw payload (the line when malformed, else the parsed row as JSON, as the app keeps
-    it: Spark's JSON reader does not hand out the line of a row it parsed)."""
+    raw payload (the line when malformed, else the parsed row as JSON: Spark's JSON reader
+    does not hand out the line of a row it parsed; the app reads the lines as text and
+    parses them with ``from_json`` to keep each one)."""
     schema = StructType([*AD_EVENT_SCHEMA.fields, StructField(_CORRUPT, StringType())])
     lines = (
         spark.readStream.schema(schema)

@@ -3,7 +3,8 @@
 - ``reference/cli.md`` from the Typer application (every command, argument and option);
 - ``reference/spec.md`` from the spec's pydantic models (every key, type, default and
   allowed values), with each sink format's own options from its options model;
-- ``reference/kafka-options.md`` from the Kafka connector's option tables.
+- ``reference/kafka-options.md`` from the Kafka connector's option tables;
+- ``reference/file-options.md`` from the file sources' reader option table.
 
 Run ``python docs/gen_reference.py`` (``make docs`` does) after changing any of them;
 ``tests/unit/test_docs.py`` fails while a committed page differs from what this writes.
@@ -33,6 +34,7 @@ def pages() -> dict[str, str]:
         "reference/cli.md": cli_page(),
         "reference/spec.md": spec_page(),
         "reference/kafka-options.md": kafka_page(),
+        "reference/file-options.md": file_options_page(),
     }
 
 
@@ -255,6 +257,35 @@ def kafka_page() -> str:
             default = f"`{option.default}`" if option.default else ""
             lines.append(f"| `{option.name}` | {default} | {_cell(option.meaning)} |")
         lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def file_options_page() -> str:
+    from streamsmith.config import FILE_FORMATS
+    from streamsmith.config.file_options import FILE_OPTIONS, file_options
+
+    without = [fmt for fmt in FILE_FORMATS if not file_options(fmt)]
+    lines = [
+        HEADER + "# File source options",
+        "",
+        "Reader options of the file sources, under `sources.<name>.options` in the spec "
+        "(`timestampFormat: yyyy/MM/dd HH:mm` is what makes `2001/01/06 15:01` a "
+        "timestamp). They are Spark's options of the same name; names are "
+        "case-insensitive, as Spark's are, and an option the source's format does not "
+        "take is an error naming it and the ones it takes. `streamsmith dry-run` shows "
+        "the options of each source. The JSON options apply wherever the lines are "
+        "parsed (also with `schema_evolution`, `variant` and `compression: gzip`). "
+        f"Formats {', '.join(without)} take none: the spec's own keys (`glob`, "
+        "`recursive`, `max_files_per_trigger`, `latest_first`, `compression`) cover "
+        "what they need.",
+        "",
+        "| option | formats | default | what it does |",
+        "|---|---|---|---|",
+    ]
+    for option in FILE_OPTIONS:
+        default = f"`{option.default}`" if option.default else ""
+        formats = ", ".join(option.formats)
+        lines.append(f"| `{option.name}` | {formats} | {default} | {_cell(option.meaning)} |")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -206,7 +206,10 @@ class Pipeline:
             declared = self.sources.get(source or "", {})
             record_schema = _schema(schema if schema is not None else declared.get("schema"), where)
             needed = (*declared.get("required", ()), *required)
-            options = parser_options(declared.get("schema_evolution"), declared.get("variant"))
+            reader = declared.get("options") if declared.get("format") != "kafka" else None
+            options = parser_options(
+                declared.get("schema_evolution"), declared.get("variant"), reader
+            )
             prepare = self._parser(source, record_schema, needed, event_time, parse, options)
             stream_inputs, stream_sources = _streams(streams)
             siblings = [

@@ -86,7 +86,10 @@ def test_the_first_pipeline_tutorial_runs_as_written(home: Path) -> None:
     assert windows(tables / "clicks_per_minute") == CLOSED
     reasons = pq.read_table(tables / "clicks_per_minute_quarantine").column("reason").to_pylist()
     assert sorted(reasons) == [
-        "expectation known_page failed", "malformed JSON line", "missing or invalid field user",
+        "expectation known_page failed",
+        'field ts: "not a time" is not a timestamp (ISO 8601, e.g. 2001-01-06T15:01:00; set '
+        "options.timestampFormat)",
+        "missing or invalid field user",
     ]  # fmt: skip
     backfilled = windows(data() / "backfill/clicks_per_minute")
     assert [row for row in backfilled if row[0] <= "10:07"] == CLOSED  # the same code, batch

@@ -121,3 +121,26 @@ def test_code_that_raises_fails_the_run_with_the_users_traceback(
     assert "flows.per_minute: the flow's code raised ValueError: no such column: usr" in message
     assert f'File "{tmp_path / "flows.py"}", line 7, in broken' in message
     assert "streamsmith/" not in message  # the user's frames only
+
+
+def test_file_reader_options_are_checked_and_shown_by_dry_run(tmp_path: Path) -> None:
+    """``sources.<s>.options`` of a file source: a misspelt reader option is one line
+    naming it and the options the format takes; the options given are shown."""
+    document = spec()
+    source = document["sources"]["clicks"]  # type: ignore[index]
+    source["options"] = {"timestampFormt": "yyyy/MM/dd HH:mm"}
+    path = project(tmp_path, document)
+    result = streamsmith(tmp_path, "dry-run")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert str(path) in line and "sources.clicks" in line
+    assert "a jsonl source has no option(s) timestampFormt" in line
+    assert "its options: timestampFormat, timestampNTZFormat, dateFormat" in line
+
+    source["options"] = {"timestampFormat": "yyyy/MM/dd HH:mm", "allowComments": True}
+    project(tmp_path, document)
+    result = streamsmith(tmp_path, "dry-run")
+    assert result.returncode == 0, result.stderr
+    (shown,) = [line for line in result.stdout.splitlines() if "source clicks:" in line]
+    assert "options allowComments=true, timestampFormat=yyyy/MM/dd HH:mm" in shown

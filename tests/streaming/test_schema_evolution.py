@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
+from pyspark.sql import functions as F
 
 from feeds import deliver, feed_project
 from streamsmith.config import Trigger
@@ -43,6 +44,7 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
         ('{"id": "e", "n": 2, "geo": {"lat": 1, "lon": 2}}', 15),
         ('{"id": "d"', 13),
         ('{"n": 5}', 14),
+        ('{"id": "f", "n": 3, "taxi_out": 23, "gate": "23", "aircraft": {"tail": "N1"}}', 17),
     ]
     rows_in = [
         (value.encode(), "kafka://t/0", str(offset), value, None) for value, offset in records
@@ -57,16 +59,41 @@ def test_kafka_shaped_records_keep_what_the_schema_lacks(spark: SparkSession) ->
                          rescue=True)  # fmt: skip
     rows = {row.id or row._raw: row for row in parse(frame).collect()}
     assert rows["a"][RESCUED] is None and rows["a"][REJECT_REASON] is None
+    # Each rescued value keeps its JSON type: a later from_json or get_json_object
+    # recovers it exactly (a number is no string, an object no escaped text).
     assert json.loads(rows["b"][RESCUED]) == {
         "n": "two",
-        "new": '{"x":[1]}',
+        "new": {"x": [1]},
         "_file_path": "kafka://t/0",
         "_position": "11",
     }
     assert rows["b"].n is None and rows["b"][REJECT_REASON] is None  # rescued, not rejected
-    assert json.loads(rows["c"][RESCUED])["flag"] == "true"  # a JSON null is no mismatch
+    assert json.loads(rows["c"][RESCUED])["flag"] is True  # a JSON null is no mismatch
     assert "n" not in json.loads(rows["c"][RESCUED])
-    assert json.loads(rows["e"][RESCUED])["geo.lon"] == "2"  # nested, by its path
+    assert json.loads(rows["e"][RESCUED])["geo.lon"] == 2  # nested, by its path
+    assert json.loads(rows["f"][RESCUED]) == {
+        "taxi_out": 23,
+        "gate": "23",
+        "aircraft": {"tail": "N1"},
+        "_file_path": "kafka://t/0",
+        "_position": "17",
+    }
+    (tail,) = (
+        parse(frame).where("id = 'f'").select(F.get_json_object(RESCUED, "$.aircraft.tail")).first()
+    )
+    assert tail == "N1"
+    rescued = (
+        parse(frame)
+        .where("id = 'b'")
+        .select(
+            F.get_json_object(RESCUED, "$.new.x[0]").alias("x"),
+            F.from_json(RESCUED, "new struct<x: array<int>>").alias("typed"),
+        )
+    )
+    assert rescued.first() == (
+        "1",
+        Row(new=Row(x=[1])),
+    )
     assert rows['{"id": "d"'][REJECT_REASON] == "malformed JSON value"
     assert rows['{"n": 5}'][REJECT_REASON] == "missing or invalid field id"
     (bad,) = [row for row in parse(frame).collect() if row._position == "16"]
@@ -86,7 +113,7 @@ def test_members_new_to_the_structs_of_an_array_are_rescued_item_by_item(
     (row,) = parse(frame).collect()
     assert [item.sku for item in row["items"]] == ["x", "y", "z"]
     rescued = json.loads(row[RESCUED])
-    assert json.loads(rescued["items[].qty"]) == ["1", None, "3"]  # each item's, in order
+    assert rescued["items[].qty"] == [1, None, 3]  # each item's, in order, as JSON
 
 
 def test_an_inferred_jsonl_feed_gains_a_field_and_changes_a_type(

@@ -385,3 +385,21 @@ def test_a_source_name_is_an_identifier_not_a_path(name: str) -> None:
     }
     with pytest.raises(UserError, match=f"source name {name!r} must be an identifier"):
         load_spec(document)
+
+
+def test_file_reader_options_are_checked_per_format_without_case() -> None:
+    from streamsmith.config.file_options import json_parse_options, unknown_file_options
+
+    assert unknown_file_options("jsonl", {"TimestampFormat": "yyyy", "allowComments": True}) is None
+    assert unknown_file_options("csv", {"header": True, "encoding": "ISO-8859-1"}) is None
+    problem = unknown_file_options("jsonl", {"multiLine": True, "header": True})
+    assert problem is not None
+    assert problem.startswith("a jsonl source has no option(s) header, multiLine (its options: ")
+    assert unknown_file_options("parquet", {"mergeSchema": True}) == (
+        "a parquet source has no option(s) mergeSchema (its options: none)"
+    )
+    # Only the JSON parsing ones reach from_json, spelt as Spark spells them.
+    assert json_parse_options({"timestampformat": "yyyy/MM/dd", "allowComments": True}) == {
+        "timestampFormat": "yyyy/MM/dd",
+        "allowComments": "true",
+    }

@@ -25,6 +25,7 @@ from streamsmith.config.durations import (
     parse_duration,
     parse_trigger,
 )
+from streamsmith.config.file_options import json_parse_options
 from streamsmith.config.origins import describe_validation_error
 from streamsmith.config.origins import layer_of as key_layer
 from streamsmith.config.origins import origin_of as key_origin
@@ -90,10 +91,21 @@ STOPPING = ("add_new_columns", "fail_on_new_columns")
 TAGGING = (*STOPPING, "none")
 
 
-def parser_options(evolution: str | None, variant: str | None) -> dict[str, Any]:
-    """How records are parsed under a schema evolution mode and a variant column: the
-    keyword arguments of ``streamsmith.transforms.events.RecordParser``."""
-    return {"rescue": evolution == "rescue", "evolve": evolution in TAGGING, "variant": variant}
+def parser_options(
+    evolution: str | None,
+    variant: str | None,
+    reader_options: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """How records are parsed under a schema evolution mode and a variant column, with a
+    file source's JSON ``reader_options`` (``timestampFormat``, ...): the keyword
+    arguments of ``streamsmith.transforms.events.RecordParser``."""
+    parsing = tuple(sorted(json_parse_options(reader_options or {}).items()))
+    return {
+        "rescue": evolution == "rescue",
+        "evolve": evolution in TAGGING,
+        "variant": variant,
+        "json_options": parsing,
+    }
 
 
 class SourceSpec(StrictModel):
@@ -147,7 +159,9 @@ class SourceSpec(StrictModel):
     )
     options: dict[str, ConfValue] = Field(
         default_factory=dict,
-        description="Kafka options (see the Kafka option reference), or a plug-in's",
+        description="reader options: a file format's (timestampFormat, dateFormat, ...: see "
+        "the file source option reference), Kafka's (see the Kafka option reference), or a "
+        "plug-in's; an option the format does not take is an error",
     )
     record_schema: str | None = Field(
         default=None,
@@ -198,7 +212,8 @@ class SourceSpec(StrictModel):
     @property
     def parser_options(self) -> dict[str, Any]:
         """The keyword arguments of the parser that reads this source's records."""
-        return parser_options(self.evolution, self.variant)
+        reader = self.options if self.is_file_source else None
+        return parser_options(self.evolution, self.variant, reader)
 
     @property
     def evolution(self) -> str | None:

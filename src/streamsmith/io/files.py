@@ -13,11 +13,13 @@ becomes one quarantined row naming the file and the decoder's error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from functools import cache, partial
 from typing import cast
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.readwriter import DataFrameReader
@@ -25,12 +27,17 @@ from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
 from streamsmith.config import SourceSpec
+from streamsmith.config.file_options import json_parse_options
 from streamsmith.io.decoding import decode_document, decode_lines
+from streamsmith.transforms.json_reasons import rejected_json_reason
 from streamsmith.transforms.quarantine import RAW, RAW_TEXT, READ_ERROR, RECORD, SOURCE_FILE
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 _CORRUPT = "_corrupt_record"
-_MALFORMED = {"jsonl": "malformed JSON line", "csv": "malformed CSV row"}
+LINE_FORMATS = ("jsonl", "text")  # one record per line: a quarantine row has its number
+_NTH = "_nth"  # which of the rows (or lines) of a file holding one payload
+_KEY = "_payload"  # what a quarantine row's raw payload is matched to
+log = logging.getLogger(__name__)
 
 
 _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("error", StringType())])
@@ -161,5 +168,98 @@ def read_files(
         F.coalesce(F.col(_CORRUPT), F.to_json(F.struct(*data))).alias(RAW),
         F.col(_CORRUPT).alias(RAW_TEXT),
         F.struct(*data).alias(RECORD),
-        F.when(F.col(_CORRUPT).isNotNull(), F.lit(_MALFORMED[spec.format])).alias(READ_ERROR),
+        F.when(F.col(_CORRUPT).isNotNull(), _corrupt_reason(spec, schema)).alias(READ_ERROR),
     )
+
+
+def _corrupt_reason(spec: SourceSpec, schema: StructType) -> Column:
+    """Why Spark's reader marked a row corrupt: for JSON lines, the field whose value does
+    not fit when the line is well formed (``transforms.json_reasons``; computed for
+    corrupt rows only, so clean input pays nothing)."""
+    if spec.format != "jsonl":
+        return F.lit("malformed CSV row")
+    return rejected_json_reason(F.col(_CORRUPT), schema, json_parse_options(spec.options))
+
+
+def with_line_numbers(
+    rejected: DataFrame,
+    schema: StructType | None = None,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Quarantine rows (``quarantined``'s schema) from JSON-lines and text files with
+    ``position``, the 1-based number of their line in their file, and ``raw``, the line
+    as it arrived.
+
+    Spark's line readers say neither which line a row was (only Parquet has a row index)
+    nor, for a row they parsed, what the line was: the clean path goes without both, and
+    they are found here for the few rows of a batch that were rejected. Their files are
+    read again (gzipped or not) and each row is matched to a line of its file: by its
+    text (a line that did not parse, or one read as text), or, for a record rejected
+    after parsing (a missing field, an expectation), by the record the line parses to
+    with ``schema`` and ``options`` (as the JSON reader parsed it). Rows with the same
+    file and payload were rejected alike, so the k-th of them gets the k-th such line. A
+    row no line matches, or whose file is gone, keeps what it had (the log says so).
+    """
+    from_lines = ~F.col("source_file").startswith("kafka://") & F.col("raw").isNotNull()
+    unnumbered = F.coalesce(F.col("position").isNull() & from_lines, F.lit(False))
+    wanted = rejected.where(unnumbered)
+    files = sorted(row[0] for row in wanted.select("source_file").distinct().collect())
+    if not files:
+        return rejected
+    spark = rejected.sparkSession
+    try:
+        content = spark.read.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(files)
+    except AnalysisException as exc:  # a file moved away meanwhile
+        log.warning("quarantine rows of %s keep no line number: %s", files, exc.getMessage())
+        return rejected
+    lines = content.select(
+        F.col("path"), F.posexplode(_line_decoder(False)(F.col("content")))
+    ).select("path", (F.col("pos") + 1).alias("_number"), F.col("col.text").alias("_text"))
+    keys = [F.col("_text")]
+    if schema is not None:
+        keys.append(_parsed_json(F.col("_text"), schema, options or {}))
+    payloads = wanted.select(F.col("source_file").alias("path"), F.col("raw").alias(_KEY))
+    matches = (
+        lines.select("*", F.explode(F.array_distinct(F.array_compact(F.array(*keys)))).alias(_KEY))
+        .join(payloads.distinct(), ["path", _KEY], "left_semi")
+        .withColumn(_NTH, F.row_number().over(Window.partitionBy("path", _KEY).orderBy("_number")))
+    )
+    numbered = wanted.withColumn(
+        _NTH, F.row_number().over(Window.partitionBy("source_file", "raw").orderBy("reason"))
+    )
+    found = numbered.join(
+        matches,
+        (numbered["source_file"] == matches["path"])
+        & (numbered["raw"] == matches[_KEY])
+        & (numbered[_NTH] == matches[_NTH]),
+        "left",
+    )
+    filled = {
+        "position": F.col("_number").cast("string"),
+        "raw": F.coalesce(F.col("_text"), numbered["raw"]),
+    }
+    return rejected.where(~unnumbered).unionByName(
+        found.select(*(filled.get(name, numbered[name]).alias(name) for name in rejected.columns))
+    )
+
+
+def line_numbering(
+    spec: SourceSpec, schema: StructType | None
+) -> Callable[[DataFrame], DataFrame] | None:
+    """:func:`with_line_numbers` for the quarantine rows of a source read line by line,
+    with its record schema and JSON options; None for other sources."""
+    if spec.format not in LINE_FORMATS:
+        return None
+    options = json_parse_options(spec.options)
+    return partial(with_line_numbers, schema=schema, options=options)
+
+
+def _parsed_json(line: Column, schema: StructType, options: Mapping[str, str]) -> Column:
+    """``line`` parsed with ``schema`` and written back as JSON, as the file reader gives
+    a parsed row's payload (see :func:`read_files`); null when it does not parse, or is
+    blank (skipped by the reader; ``from_json`` of an empty text fails in Spark 4.2)."""
+    with_corrupt = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
+    parse = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    record = F.from_json(line, with_corrupt, parse)
+    data = F.struct(*(record[field.name].alias(field.name) for field in schema.fields))
+    return F.when(F.trim(line) != "", F.when(record[_CORRUPT].isNull(), F.to_json(data)))

@@ -23,7 +23,7 @@ stays exactly-once without Spark's file sink (which cannot skip a batch).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -82,9 +82,11 @@ def start_quarantine_stream(
     partition_by: tuple[str, ...],
     cover: FlowCover,
     facts: FlowFacts,
+    numbering: Callable[[DataFrame], DataFrame] | None = None,
 ) -> StreamingQuery:
     """Start the quarantine query writing ``frame`` to ``path``, skipping batches whose
-    input the flow's main query found clean."""
+    input the flow's main query found clean; with ``numbering``, each row read from a
+    file of lines gets its line and its number (``io.files.with_line_numbers``)."""
     save_schema(path, frame.schema)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -103,7 +105,14 @@ def start_quarantine_stream(
             else:
                 why = "its flow batches' rejects are unknown" if seen is None else "rejects"
                 log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
-            rows = replace_batch_files(batch, path, batch_id, partition_by)
+            if numbering is not None:  # read twice (its files, its rows): cached
+                kept = batch.persist()
+                try:
+                    rows = replace_batch_files(numbering(kept), path, batch_id, partition_by)
+                finally:
+                    kept.unpersist()
+            else:
+                rows = replace_batch_files(batch, path, batch_id, partition_by)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 
     return start_foreach_batch(frame, write, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
+from streamsmith.io.files import line_numbering
 from streamsmith.io.lake import read_table, write_table
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
@@ -79,12 +80,15 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str,
     """One flow's batch job into its backfill tables; their row counts."""
     rows: dict[str, int] = {}
     frames = flow_frames(spark, flow, plan.root, streaming=False)
+    numbering = line_numbering(flow.source, flow.definition.record_schema)
     shared = (frames.tagged if frames.tagged is not None else frames.output).persist()
     try:
         for output in flow.outputs:
             if output.role == "late":
                 continue
             part = output_frame(frames, output)
+            if output.role == "quarantine" and numbering is not None:
+                part = numbering(part)
             write_table(part, output.backfill_path, output.partition_by)
             rows[output.table] = read_table(spark, output.backfill_path).count()
     finally:

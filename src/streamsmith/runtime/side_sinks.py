@@ -8,6 +8,7 @@ found clean or on time (``streamsmith.runtime.flow_batches``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -44,6 +45,8 @@ class MainQuery:
     spark_name: str
     source: SourceKind | None
     prepared: bool  # the flow parses its input in a prepare stage that tags rejects
+    # Over files of lines: what gives quarantine rows their line and its number.
+    numbering: Callable[[DataFrame], DataFrame] | None = None
 
 
 class _SideSink(LakeBackedSink):
@@ -81,6 +84,7 @@ class QuarantineSink(_SideSink):
                 partition_by=self.partition_by,
                 cover=FlowCover(main.source, main.checkpoint, query.checkpoint),
                 facts=FlowFacts(spark, main.spark_name),
+                numbering=main.numbering,
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
         return self.start_file_sink(frame, query)  # side queries run in append mode

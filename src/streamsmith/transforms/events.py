@@ -6,13 +6,13 @@ All pure: a frame in, a frame out, the same code for a stream and a batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType, VariantType
 
 from streamsmith.config import parse_duration
 from streamsmith.transforms.quarantine import (
@@ -28,8 +28,10 @@ from streamsmith.transforms.quarantine import (
 RESCUED = "_rescued_data"
 _FIELDS = "_fields"
 _TEXT = "_value_text"  # a record's JSON text, parsed here
-_TEXTS = MapType(StringType(), StringType())  # a JSON object's members as JSON texts
-_TEXTS_DDL = _TEXTS.simpleString()  # from_json takes a map type as DDL (typed so)
+# A JSON object's members, each as the JSON it was (a VARIANT keeps a number a number,
+# an object an object, where a string map would turn both into text).
+_MEMBERS = MapType(StringType(), VariantType())
+_MEMBERS_DDL = _MEMBERS.simpleString()  # from_json takes a map type as DDL (typed so)
 NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
@@ -46,6 +48,7 @@ class RecordParser:
     rescue: bool = False
     evolve: bool = False
     variant: str | None = None
+    json_options: tuple[tuple[str, str], ...] = ()  # timestampFormat, ...: from_json's
 
     def __call__(self, source: DataFrame) -> DataFrame:
         return parse_events(
@@ -55,6 +58,7 @@ class RecordParser:
             rescue=self.rescue,
             evolve=self.evolve,
             variant=self.variant,
+            json_options=dict(self.json_options),
         )
 
 
@@ -67,6 +71,7 @@ def parse_events(
     rescue: bool = False,
     evolve: bool = False,
     variant: str | None = None,
+    json_options: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """Typed events from a source frame, tagged for quarantine.
 
@@ -84,7 +89,8 @@ def parse_events(
     each record holding some is tagged with their paths and the record itself
     (``_new_fields``), for :func:`stop_on_new_fields` or to be counted. ``variant`` names
     a ``VARIANT`` column holding the whole record (``variant_get`` reads any field of it,
-    whatever the schema says), beside the typed columns.
+    whatever the schema says), beside the typed columns. ``json_options`` are
+    ``from_json``'s (a file source's ``timestampFormat``, ...).
     """
     rescue = rescue or evolve
     names = schema.fieldNames()
@@ -96,10 +102,10 @@ def parse_events(
         value = F.col(_TEXT)
         not_utf8 = F.when(~F.is_valid_utf8(value), F.lit(NOT_UTF8))  # tables hold UTF-8
         text = text.withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), not_utf8))
-        parsed = text.withColumn("_event", F.from_json(value, schema))
-        if rescue or variant is not None:  # the record as a map of JSON texts too
+        parsed = text.withColumn("_event", F.from_json(value, schema, dict(json_options or {})))
+        if rescue or variant is not None:  # the record as a map of its members too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
-            parsed = parsed.withColumn(_FIELDS, F.from_json(value, _TEXTS_DDL)).withColumn(
+            parsed = parsed.withColumn(_FIELDS, F.from_json(value, _MEMBERS_DDL)).withColumn(
                 READ_ERROR, F.coalesce(F.col(READ_ERROR), malformed)
             )
         parsed = parsed.select("*", *(F.col("_event")[name].alias(name) for name in names))
@@ -118,7 +124,7 @@ def parse_events(
 
 
 def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:
-    """The members of a JSON object (``fields``: its map of JSON texts) that ``schema``
+    """The members of a JSON object (``fields``: its map of members) that ``schema``
     lacks, at any depth of nested structs, keyed by their dotted path; members of the
     structs in an array as ``name[].member``, with the JSON array of their values."""
     known = F.array(*(F.lit(name) for name in schema.fieldNames()))
@@ -131,22 +137,24 @@ def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:
     for field in schema.fields:
         kind = field.dataType
         if isinstance(kind, StructType):
-            inner = F.from_json(fields[field.name], _TEXTS_DDL)
+            inner = F.try_variant_get(fields[field.name], "$", _MEMBERS_DDL)
             found.append(_unknown(inner, kind, f"{prefix}{field.name}."))
         elif isinstance(kind, ArrayType) and isinstance(kind.elementType, StructType):
-            items = F.from_json(fields[field.name], ArrayType(_TEXTS))
+            items = F.try_variant_get(fields[field.name], "$", ArrayType(_MEMBERS).simpleString())
             found.append(_unknown_in_items(items, kind.elementType, f"{prefix}{field.name}[]."))
-    empty = F.create_map().cast(_TEXTS)
+    empty = F.create_map().cast(_MEMBERS)
     return F.map_concat(*(F.coalesce(m, empty) for m in found))
 
 
 def _unknown_in_items(items: Column, element: StructType, prefix: str) -> Column:
-    """What the structs of an array (``items``: each its map of JSON texts) hold that
-    ``element`` lacks: each path once, with the JSON array of its value in every item
-    (null where an item lacks it), so rescuing it loses no item's value."""
+    """What the structs of an array (``items``: each its map of members) hold that
+    ``element`` lacks: each path once, with the array of its value in every item (null
+    where an item lacks it), so rescuing it loses no item's value."""
     per_item = F.transform(items, lambda item: _unknown(item, element, prefix))
     paths = F.array_distinct(F.flatten(F.transform(per_item, F.map_keys)))
-    values = F.transform(paths, lambda path: F.to_json(F.transform(per_item, lambda m: m[path])))
+    values = F.transform(
+        paths, lambda path: F.to_variant_object(F.transform(per_item, lambda m: m[path]))
+    )
     return F.map_from_arrays(paths, values)
 
 
@@ -194,16 +202,19 @@ def new_fields_in(error: str) -> tuple[list[str], str, dict[str, Any]] | None:
 
 def _rescued(schema: StructType, columns: Sequence[str], unknown: bool) -> Column:
     """The record's fields the schema could not type and, with ``unknown``, those it
-    lacks (nested ones by dotted path), as a JSON object of their JSON texts with where
-    the record came from; null when there are none."""
+    lacks (nested ones by dotted path), as a JSON object of their values as they were
+    (``get_json_object`` and ``from_json`` read them back exactly) with where the record
+    came from; null when there are none."""
     fields = F.col(_FIELDS)
     untyped = F.array_compact(
         F.array(*(F.when(F.col(name).isNull(), F.lit(name)) for name in schema.fieldNames()))
     )
-    mistyped = F.map_filter(fields, lambda k, v: v.isNotNull() & F.array_contains(untyped, k))
+    mistyped = F.map_filter(
+        fields, lambda k, v: ~F.is_variant_null(v) & F.array_contains(untyped, k)
+    )
     kept = F.map_concat(_unknown(fields, schema), mistyped) if unknown else mistyped
     lineage = [
-        F.create_map(F.lit(key), F.col(column).cast("string"))
+        F.create_map(F.lit(key), F.col(column).cast("string").cast("variant"))
         for key, column in (("_file_path", SOURCE_FILE), ("_position", POSITION))
         if column in columns
     ]

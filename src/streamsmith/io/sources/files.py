@@ -10,6 +10,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from streamsmith.config import FILE_FORMATS
+from streamsmith.config.file_options import unknown_file_options
+from streamsmith.errors import UserError
 from streamsmith.io.files import read_files
 from streamsmith.io.sources.base import Source, SourceKind
 
@@ -20,6 +22,11 @@ class FileSource(Source):
 
     formats: ClassVar[tuple[str, ...]] = FILE_FORMATS
     lineage: ClassVar[SourceKind | None] = "files"
+
+    def check(self, name: str) -> None:
+        problem = unknown_file_options(self.spec.format, self.spec.options)
+        if problem is not None:
+            raise UserError(f"sources.{name}.options: {problem}")
 
     def read(self, spark: SparkSession, schema: StructType | None, *, streaming: bool) -> DataFrame:
         assert self.path is not None  # the spec model requires it
@@ -39,6 +46,9 @@ class FileSource(Source):
             limits.append("latestFirst")
         if spec.glob:
             limits.append(f"glob={spec.glob}")
+        if spec.options:
+            given = ", ".join(f"{k}={_shown(v)}" for k, v in sorted(spec.options.items()))
+            limits.append(f"options {given}")
         return f"{spec.format} files in {self.path}" + (f" ({', '.join(limits)})" if limits else "")
 
     def identity(self) -> str:
@@ -48,6 +58,11 @@ class FileSource(Source):
         if self.path is not None and not self.path.is_dir():
             return f"input directory {self.path}"
         return None
+
+
+def _shown(value: object) -> str:
+    """An option's value as Spark is handed it (booleans as ``true``/``false``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 SOURCE = FileSource

@@ -1,0 +1,82 @@
+"""What a user finds in a quarantine after `streamsmith run`: for every reason, the line
+as it arrived and its line number in its file, and a reason that names the field when
+the JSON is well formed but a value does not fit its type (issue 39, items 2 and 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+from test_user_pipeline_errors import streamsmith
+
+SPEC = {
+    "name": "flights",
+    "storage_root": "data",
+    "sources": {
+        "flights": {
+            "format": "jsonl",
+            "path": "input/flights",
+            "schema": "flight string, date timestamp, delay int",
+            "required": ["flight"],
+            "options": {"timestampFormat": "yyyy/MM/dd HH:mm"},
+        }
+    },
+    "flows": {
+        "on_time": {
+            "source": "flights",
+            "sql": "SELECT flight, date, delay FROM flights",
+            "expect": {"carrier": {"sql": "flight LIKE 'AA%'", "action": "quarantine"}},
+            "sink": {"table": "on_time"},
+        }
+    },
+}
+LINES = [
+    '{"flight": "AA1", "date": "2001/01/06 15:01", "delay": 5}',
+    '{"flight": "AA2", "date": "2001/13/45 99:99", "delay": 1}',
+    '{"flight": "AA3", "date": "2001/01/06 16:00", "delay": "n/a"}',
+    '{"date": "2001/01/06 17:00", "delay": 2}',
+    "",
+    '{"flight": "XX9",   "date": "2001/01/06 18:00", "delay": 3}',
+    '{"flight": "AA4", "date": "2001/01/06 19:00"',
+    '{"flight": "AA5", "date": "2001/01/06 20:00", "delay": 0}',
+]
+
+
+def rows(folder: Path) -> list[dict[str, object]]:
+    return sorted(pq.read_table(folder).to_pylist(), key=lambda row: str(row.get("flight")))
+
+
+def test_quarantine_rows_hold_the_line_as_it_arrived_its_number_and_the_field(
+    tmp_path: Path,
+) -> None:
+    inbox = tmp_path / "data/input/flights"
+    inbox.mkdir(parents=True)
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(SPEC))
+    (inbox / "2001-01.jsonl").write_text("\n".join(LINES) + "\n")
+
+    result = streamsmith(tmp_path, "run", "--trigger", "available-now")
+
+    assert result.returncode == 0, result.stderr
+    table = rows(tmp_path / "data/tables/on_time")
+    assert [(row["flight"], str(row["date"]), row["delay"]) for row in table] == [
+        ("AA1", "2001-01-06 15:01:00", 5),
+        ("AA5", "2001-01-06 20:00:00", 0),
+    ]
+    quarantine = pq.read_table(tmp_path / "data/tables/on_time_quarantine").to_pylist()
+    found = sorted((row["position"], row["reason"], row["raw"]) for row in quarantine)
+    assert found == [
+        ("2", 'field date: "2001/13/45 99:99" is not a timestamp (format yyyy/MM/dd HH:mm)',
+         LINES[1]),
+        ("3", 'field delay: "n/a" is not an int', LINES[2]),
+        ("4", "missing or invalid field flight", LINES[3]),
+        ("6", "expectation carrier failed", LINES[5]),
+        ("7", "malformed JSON line", LINES[6]),
+    ]  # fmt: skip
+    assert all(row["source_file"].endswith("2001-01.jsonl") for row in quarantine)
+
+    # A backfill over the same input finds the same lines and numbers.
+    result = streamsmith(tmp_path, "backfill")
+    assert result.returncode == 0, result.stderr
+    backfilled = pq.read_table(tmp_path / "data/backfill/on_time_quarantine").to_pylist()
+    assert sorted((row["position"], row["reason"], row["raw"]) for row in backfilled) == found

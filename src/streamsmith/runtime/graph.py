@@ -26,7 +26,8 @@ def dependency_order(upstream: Mapping[str, Iterable[str]]) -> list[str]:
         if name in done:
             return
         if name in path:
-            cycle = " -> ".join([*path[path.index(name) :], name])
+            # As the data flows: each flow's table is read by the next.
+            cycle = " -> ".join(reversed([*path[path.index(name) :], name]))
             raise UserError(
                 f"flows {cycle} read each other's tables in a cycle: a flow can read only "
                 "the tables of flows that do not read its own; break the cycle"

@@ -83,7 +83,9 @@ def create_read_tables(spark: SparkSession, plan: Plan) -> None:
     """Create, empty, each table another flow reads as a stream and that does not exist
     yet (a stream can only start on an existing table), upstream first, and turn on the
     change data feed of those read by theirs (``read_change_feed``)."""
-    read = {path for flow in plan.flows for _, path in flow.inputs if path is not None}
+    sources = [(f.source, f.source_path) for f in plan.flows]
+    sources += [(s.source, s.source_path) for f in plan.flows for s in f.streams]
+    read = {path for source, path in sources if source.format == "delta"}
     feeds = change_feed_tables(plan.spec)
     for flow in plan.flows:  # in dependency order: a table's own inputs exist by now
         main = flow.outputs[0]

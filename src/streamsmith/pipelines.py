@@ -203,6 +203,8 @@ def _sql_flow(file: Path, folder: Path, document: Mapping[str, Any]) -> tuple[st
     named = [source for source in streamed if source in sources]
     if len(set(named)) == 1:
         spec["source"] = named[0]
+    elif not named and len(set(streamed)) == 1:  # another flow's table, as in SDP
+        spec["source"] = streamed[0]
     return name, spec
 
 
@@ -296,7 +298,7 @@ def _flow(
         schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
     if schema is None and source.variant is not None:
         schema = StructType([])  # the variant column alone holds the record
-    if schema is None and source.format not in ("text", "rate"):
+    if schema is None and source.format not in ("text", "rate", "delta"):
         raise UserError(
             f"{where}: source {flow.source!r} needs the records' schema: set "
             f'sources.{flow.source}.schema, e.g. "user string, ts timestamp"'

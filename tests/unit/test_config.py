@@ -128,7 +128,7 @@ def test_bad_values_name_their_origin() -> None:
         load_spec(DEFAULT_SPEC, sets=["sources.cloudtrail_logs.max_files_per_trigger=0"])
     with pytest.raises(UserError, match="must look like dotted.key=value"):
         load_spec(DEFAULT_SPEC, sets=["trigger"])
-    with pytest.raises(UserError, match="reads source 'nowhere', which is not defined"):
+    with pytest.raises(UserError, match="reads source 'nowhere', which is neither a source"):
         load_spec(DEFAULT_SPEC, sets=["flows.cloudtrail_events.source=nowhere"])
 
 

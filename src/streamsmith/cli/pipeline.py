@@ -67,6 +67,14 @@ def run(
     full_refresh: Annotated[
         bool, typer.Option("--full-refresh", help="Clear checkpoints and tables first.")
     ] = False,
+    full_refresh_tables: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--full-refresh-table",
+            help="Rebuild this table: clear it, its flow's checkpoints, and the tables "
+            "read from it, downstream (repeatable).",
+        ),
+    ] = None,
     sql_port: Annotated[
         int | None,
         typer.Option("--sql-port", help="Serve JDBC on 127.0.0.1:PORT (lake and memory tables)."),
@@ -91,8 +99,10 @@ def run(
     check_inputs(plan)
     for warning in plan.warnings:
         say(f"warning: {warning}", to_stderr=True)
-    if full_refresh:
-        for path in runner.full_refresh(plan):
+    if full_refresh and full_refresh_tables:
+        raise UserError("--full-refresh clears every table: give it or --full-refresh-table")
+    if full_refresh or full_refresh_tables:
+        for path in runner.full_refresh(plan, full_refresh_tables or ()):
             say(f"full refresh: removed {path}", to_stderr=True)
     elif sql_port is None and not plan.schedules and _nothing_new(plan):
         return

@@ -187,6 +187,17 @@ class SourceSpec(StrictModel):
     required: tuple[str, ...] = Field(
         default=(), description="fields a record must have, else it is quarantined"
     )
+    table: str | None = Field(
+        default=None,
+        pattern=_IDENTIFIER,
+        description="delta: a table a flow of this pipeline writes (sink format delta), "
+        "read as a stream; a flow may also name that table as its source directly",
+    )
+    read_change_feed: bool = Field(
+        default=False,
+        description="delta: read the table's change data feed (rows with _change_type, "
+        "_commit_version, _commit_timestamp) instead of its appended rows",
+    )
     variant: str | None = Field(
         default=None,
         pattern=_IDENTIFIER,
@@ -255,6 +266,10 @@ class SourceSpec(StrictModel):
                 "the raw JSON: it needs jsonl files, or Kafka values decoded by the flow (not "
                 "valueFormat=json)"
             )
+        if self.format == "delta":
+            return self._fits_delta()
+        if self.table is not None or self.read_change_feed:
+            raise ValueError("table and read_change_feed are for delta sources")
         if self.decodes_files and self.format not in ("jsonl", "text"):
             raise ValueError(
                 f"compression: {self.compression} is for jsonl and text files (json documents "
@@ -291,6 +306,26 @@ class SourceSpec(StrictModel):
             raise ValueError("connector is for kafka sources")
         return self
 
+    def _fits_delta(self) -> SourceSpec:
+        if (self.table is None) == (self.path is None):
+            raise ValueError(
+                "a delta source reads either a table of this pipeline (table: <name>) or "
+                "a Delta table elsewhere (path: <folder>): give exactly one"
+            )
+        if self.record_schema is not None:
+            raise ValueError("a delta source reads the table's own schema: remove schema")
+        given = {key: getattr(self, key) for key in _FILE_ONLY if getattr(self, key)}
+        if given or self.required or self.connector != "auto" or self.compression != "none":
+            raise ValueError(
+                f"{', '.join(given) or 'that key'} is not for a delta source: Delta's own "
+                "read options (maxFilesPerTrigger, skipChangeCommits, startingVersion, ...) "
+                "go under options"
+            )
+        return self
+
+
+_FILE_ONLY = ("glob", "max_files_per_trigger", "min_files_per_trigger", "latest_first",
+              "schema_hints", "schema_evolution", "variant")  # fmt: skip
 
 OutputMode = Literal["append", "update", "complete"]
 
@@ -562,6 +597,25 @@ class FlowSpec(StrictModel):
         return self
 
 
+def _sink_table(flow: Any) -> str | None:
+    """The lake table a flow's sink names (raw spec or model), if any."""
+    sink = flow.get("sink") if isinstance(flow, Mapping) else getattr(flow, "sink", None)
+    if isinstance(sink, SinkSpec):
+        table = sink.settings.get("table")
+    else:
+        table = sink.get("table") if isinstance(sink, Mapping) else None
+    return table if isinstance(table, str) else None
+
+
+def _source_names(flow: Any) -> list[str]:
+    """The sources a raw flow entry names: its ``source`` and its further ``streams``."""
+    if not isinstance(flow, Mapping):
+        return []
+    streams = flow.get("streams")
+    names = [flow.get("source"), *(streams.values() if isinstance(streams, Mapping) else ())]
+    return [name for name in names if isinstance(name, str)]
+
+
 class LibraryGlob(StrictModel):
     """Files under the spec's folder: a path, a glob, or ``folder/**`` (everything under it)."""
 
@@ -638,6 +692,27 @@ class PipelineSpec(StrictModel):
         """The file or ``--set`` the key at path ``at`` came from."""
         return key_origin(tuple(at), self._origins) or f"the default spec of app {self.app!r}"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tables_as_sources(cls, data: Any) -> Any:
+        """A flow (or a further stream) whose ``source`` names no source but a table
+        another flow writes reads that table as a stream, as Spark Declarative Pipelines'
+        ``spark.readStream.table(name)`` does: ``source: cleaned`` stands for a source
+        ``cleaned: {format: delta, table: cleaned}`` (the plan checks the table is Delta)."""
+        if not isinstance(data, Mapping):
+            return data
+        flows, sources = data.get("flows"), data.get("sources")
+        if not isinstance(flows, Mapping) or not isinstance(sources, Mapping):
+            return data
+        written = {table for flow in flows.values() if (table := _sink_table(flow))}
+        wanted = [name for flow in flows.values() for name in _source_names(flow)]
+        implied = {
+            name: {"format": "delta", "table": name}
+            for name in wanted
+            if name in written and name not in sources
+        }
+        return {**data, "sources": {**sources, **implied}} if implied else data
+
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:
         for name in self.sources:  # a source's name is a folder (its schema versions)
@@ -648,9 +723,10 @@ class PipelineSpec(StrictModel):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
             if flow.source not in self.sources:
                 known = ", ".join(sorted(self.sources)) or "none"
+                tables = ", ".join(sorted(filter(None, map(_sink_table, self.flows.values()))))
                 raise ValueError(
-                    f"flow {name!r} reads source {flow.source!r}, which is not defined "
-                    f"(sources: {known})"
+                    f"flow {name!r} reads source {flow.source!r}, which is neither a source "
+                    f"nor a table of a flow (sources: {known}; tables: {tables or 'none'})"
                 )
             for input_name, source in flow.streams.items():
                 if source not in self.sources:

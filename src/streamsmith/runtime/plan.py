@@ -28,13 +28,14 @@ from streamsmith.config import (
 from streamsmith.errors import UserError
 from streamsmith.io.files import line_numbering
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
-from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path
+from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.io.schema_store import schema_dir
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
 from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
+from streamsmith.runtime.graph import check_table_reads, dependency_order
 from streamsmith.runtime.late import describe_rule, late_table
 from streamsmith.runtime.real_time import check_real_time
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
@@ -158,14 +159,17 @@ class Plan:
         return tuple(output for flow in self.flows for output in flow.outputs)
 
     def upstream(self, flow: FlowPlan) -> frozenset[str]:
-        """Names of the other flows whose tables ``flow`` reads as a stream."""
-        paths = {path for _, path in flow.inputs if path is not None}
-        return frozenset(
-            other.name
-            for other in self.flows
-            if other is not flow
-            and any(o.kind == "table" and o.path in paths for o in other.outputs)
-        )
+        """Names of the flows whose tables ``flow`` reads as a stream."""
+        return _upstream(flow, self.flows)
+
+    def downstream(self, names: set[str]) -> list[FlowPlan]:
+        """The flows named and every flow reading their tables, directly or not, in
+        plan (dependency) order."""
+        found = set(names)
+        for flow in self.flows:  # upstream flows come first
+            if self.upstream(flow) & found:
+                found.add(flow.name)
+        return [flow for flow in self.flows if flow.name in found]
 
     @property
     def schedules(self) -> dict[Schedule, tuple[FlowPlan, ...]]:
@@ -228,7 +232,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 definition=definition,
                 source_name=flow.source,
                 source=_checked_source(spec, flow.source),
-                source_path=spec.source_path(flow.source),
+                source_path=source_path(spec, flow.source),
                 outputs=tuple(outputs),
                 streams=streams,
                 expectations=expectations,
@@ -239,8 +243,34 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     if not flows:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
     _check_targets(flows)
+    flows = _in_dependency_order(flows)
+    check_table_reads(spec)
     flows = _shared_reads(app.name, flows)
     return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+
+
+def source_path(spec: PipelineSpec, name: str) -> Path | None:
+    """Where source ``name`` reads: a file source's folder, a Delta table's (a table of
+    the pipeline's is under the storage root's tables), None for others (Kafka)."""
+    table = spec.sources[name].table
+    return table_path(spec.root, table) if table is not None else spec.source_path(name)
+
+
+def _upstream(flow: FlowPlan, flows: tuple[FlowPlan, ...] | list[FlowPlan]) -> frozenset[str]:
+    """Names of the flows among ``flows`` whose tables ``flow`` reads as a stream."""
+    paths = {path for _, path in flow.inputs if path is not None}
+    return frozenset(
+        other.name
+        for other in flows
+        if any(o.kind == "table" and o.path in paths for o in other.outputs)
+    )
+
+
+def _in_dependency_order(flows: list[FlowPlan]) -> list[FlowPlan]:
+    """``flows``, each after the flows whose tables it reads (a cycle is an error)."""
+    by_name = {flow.name: flow for flow in flows}
+    upstream = {flow.name: sorted(_upstream(flow, flows)) for flow in flows}
+    return [by_name[name] for name in dependency_order(upstream)]
 
 
 def _schedule(spec: PipelineSpec, name: str, trigger: Trigger) -> Schedule | None:
@@ -331,7 +361,7 @@ def _streams(
             definition=stream,
             source_name=configured[stream.name],
             source=_checked_source(spec, configured[stream.name]),
-            source_path=spec.source_path(configured[stream.name]),
+            source_path=source_path(spec, configured[stream.name]),
         )
         for stream in definition.streams
     )
@@ -625,7 +655,7 @@ def _checked_source(spec: PipelineSpec, name: str) -> SourceSpec:
     if source.format == "kafka":
         source = source.model_copy(update={"options": spec.kafka_options(source.options)})
     try:
-        source_for(source, spec.source_path(name)).check(name)
+        source_for(source, source_path(spec, name)).check(name)
     except UserError as exc:
         at = ("sources", name, "format")
         raise UserError(f"in {spec.origin_of(at)}: {exc}") from None
@@ -743,5 +773,29 @@ def describe_plan(plan: Plan) -> str:
                 lines.append(f"    rejects to kafka topic {output.dead_letter_topic}")
             lines.append(f"    checkpoint {output.checkpoint}")
             lines.append(f"    backfill   {output.backfill_path}")
+    lines.extend(describe_graph(plan))
     lines.extend(f"warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines)
+
+
+def describe_graph(plan: Plan) -> list[str]:
+    """The flows' dependency graph, one edge a line, in the order the flows start
+    (nothing when no flow reads another's table)."""
+    if not any(plan.upstream(flow) for flow in plan.flows):
+        return []
+    lines = ["dependency graph (flows start in this order):"]
+    for flow in plan.flows:
+        for source_name, path in flow.inputs:
+            writers = [
+                other.name
+                for other in plan.flows
+                if any(o.kind == "table" and o.path == path for o in other.outputs)
+            ]
+            if not writers:
+                lines.append(f"  source {source_name} -> {flow.name}")
+                continue
+            feed = plan.spec.sources[source_name].read_change_feed
+            how = "its change data feed" if feed else "appended rows"
+            assert path is not None
+            lines.append(f"  {writers[0]} -> {flow.name} (table {path.name}, {how})")
+    return lines

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import shutil
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
+from streamsmith.errors import UserError
 from streamsmith.io.files import line_numbering
 from streamsmith.io.lake import read_table, write_table
 from streamsmith.runtime.frames import flow_frames, output_frame
@@ -62,7 +64,13 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
     are skipped.
     """
     report = BackfillReport()
-    for flow in plan.flows:
+    # A flow reading another's Delta table reads that flow's backfill (the plan puts it
+    # after), so one backfill carries the input through every hop, apart from the stream.
+    backfilled = {o.path: o.backfill_path for o in plan.outputs if o.kind == "table"}
+    for planned in plan.flows:
+        flow = planned
+        if flow.source.format == "delta" and flow.source_path in backfilled:
+            flow = replace(flow, source_path=backfilled[flow.source_path])
         while True:
             try:
                 report.rows.update(_backfill_flow(spark, plan, flow))
@@ -96,16 +104,33 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str,
     return rows
 
 
-def full_refresh(plan: Plan) -> list[str]:
+def full_refresh(plan: Plan, tables: Sequence[str] = ()) -> list[str]:
     """Delete the app's checkpoints and what its sinks wrote, so the next run
     reprocesses all input; each sink says what it removes (a lake table its folder, a
-    PostgreSQL table itself and its ledger entries; Kafka topics are left alone)."""
-    for output in plan.outputs:  # all refusals before anything is removed
+    PostgreSQL table itself and its ledger entries; Kafka topics are left alone).
+
+    With ``tables``, only the flows writing them and every flow downstream of those (a
+    stream of a rebuilt table must start over too) are reset; the others go on from
+    their checkpoints."""
+    outputs = plan.outputs
+    if tables:
+        writers = {flow.outputs[0].table: flow.name for flow in plan.flows}
+        unknown = sorted(set(tables) - set(writers))
+        if unknown:
+            raise UserError(
+                f"--full-refresh-table {', '.join(unknown)}: no flow of app {plan.app.name} "
+                f"writes it (its tables: {', '.join(sorted(writers))})"
+            )
+        flows = plan.downstream({writers[table] for table in tables})
+        outputs = tuple(output for flow in flows for output in flow.outputs)
+    for output in outputs:  # all refusals before anything is removed
         output.sink.check_reset()
+    checkpoints = [plan.checkpoint_dir] if not tables else [o.checkpoint for o in outputs]
     removed: list[str] = []
-    if plan.checkpoint_dir.exists():
-        shutil.rmtree(plan.checkpoint_dir)
-        removed.append(str(plan.checkpoint_dir))
-    for output in plan.outputs:
+    for checkpoint in checkpoints:
+        if checkpoint.exists():
+            shutil.rmtree(checkpoint)
+            removed.append(str(checkpoint))
+    for output in outputs:
         removed += output.sink.reset()
     return removed

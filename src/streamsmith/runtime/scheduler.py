@@ -39,7 +39,7 @@ from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.catchup import nothing_new
 from streamsmith.runtime.plan import Plan, Schedule
-from streamsmith.runtime.start import check_user_flows, wait_for
+from streamsmith.runtime.start import prepare_flows, wait_for
 from streamsmith.runtime.supervisor import (
     PipelineError,
     QueryOutcome,
@@ -170,7 +170,7 @@ class Scheduler:
 
     def start(self) -> None:
         """Check the flows' code once, make up a missed run, and start unscheduled flows."""
-        check_user_flows(self.spark, self.plan)
+        prepare_flows(self.spark, self.plan)
         now = self.clock.now()
         last = last_due_times(read_events(self.plan.root, self.plan.spec.app))
         for schedule, flows in self.schedules.items():

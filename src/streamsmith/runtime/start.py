@@ -16,10 +16,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.errors import UserError
+from streamsmith.io.lake_paths import is_delta
 from streamsmith.io.sinks.base import QueryArgs
+from streamsmith.io.sources.delta import record_change_feed
 from streamsmith.runtime.checkpoint_files import clear_interrupted_writes
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
-from streamsmith.runtime.frames import flow_frames
+from streamsmith.runtime.frames import flow_frames, output_frame
+from streamsmith.runtime.graph import change_feed_tables
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.pruning import pruned_query_frame
 from streamsmith.runtime.real_time import check_task_slots
@@ -74,6 +77,35 @@ def start_flow(
     return started
 
 
+def prepare_flows(spark: SparkSession, plan: Plan) -> None:
+    """What every run does before it starts a query: create the tables flows read as a
+    stream (:func:`create_read_tables`), then check the flows (:func:`check_user_flows`)."""
+    create_read_tables(spark, plan)
+    check_user_flows(spark, plan)
+
+
+def create_read_tables(spark: SparkSession, plan: Plan) -> None:
+    """Create, empty, each table another flow reads as a stream and that does not exist
+    yet (a stream can only start on an existing table), upstream first, and turn on the
+    change data feed of those read by theirs (``read_change_feed``)."""
+    sources = [(f.source, f.source_path) for f in plan.flows]
+    sources += [(s.source, s.source_path) for f in plan.flows for s in f.streams]
+    read = {path for source, path in sources if source.format == "delta"}
+    feeds = change_feed_tables(plan.spec)
+    for flow in plan.flows:  # in dependency order: a table's own inputs exist by now
+        main = flow.outputs[0]
+        if main.path is None or main.path not in read:
+            continue
+        if not is_delta(main.path):
+            frames = flow_frames(spark, flow, plan.root, streaming=True)
+            if main.sink.create(spark, output_frame(frames, main).schema):
+                log.info(
+                    "%s: created table %s, empty, for the flows reading it", flow.name, main.path
+                )
+        if main.table in feeds and record_change_feed(spark, main.path):
+            log.info("%s: table %s records its change data feed from now on", flow.name, main.path)
+
+
 def check_user_flows(spark: SparkSession, plan: Plan) -> None:
     """Build the frames of every flow whose code the spec names (SQL, ``module:function``)
     or that has expectations, without starting anything, so a mistake Spark's analyser
@@ -97,7 +129,7 @@ def _in_spec(plan: Plan, key: tuple[str, ...]) -> bool:
 def start_queries(spark: SparkSession, plan: Plan) -> Started:
     """Start one named streaming query per output of every flow (unsupervised: tests and
     the harness drive them with ``processAllAvailable``)."""
-    check_user_flows(spark, plan)
+    prepare_flows(spark, plan)
     started: Started = []
     try:
         for flow in plan.flows:

@@ -38,7 +38,7 @@ from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
-from streamsmith.runtime.start import Started, check_user_flows, start_flow, stop_gracefully
+from streamsmith.runtime.start import Started, prepare_flows, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class Supervisor:
         """Start every query. A flow whose sink or source cannot be reached yet (its
         database or broker still down) is restarted with backoff, as a failed query is;
         a mistake of the user's stops those already started and is raised."""
-        check_user_flows(self.spark, self.plan)
+        prepare_flows(self.spark, self.plan)
         try:
             for flow in self.plan.flows:
                 if flow in self.waiting:

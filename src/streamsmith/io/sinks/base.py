@@ -150,6 +150,12 @@ class Sink(ABC):
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Start the streaming query writing ``frame``, idempotent per batch id."""
 
+    def create(self, spark: SparkSession, schema: StructType) -> bool:
+        """Create the sink's table, empty, with ``schema`` unless it exists, so a flow
+        reading it as a stream can start before its first batch; False for a sink whose
+        output no flow can read as a stream (the default)."""
+        return False
+
     def secrets(self) -> list[str]:
         """What the run must redact from its events and messages (resolved credentials)."""
         return []

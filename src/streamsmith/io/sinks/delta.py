@@ -74,9 +74,13 @@ class DeltaSink(LakeBackedSink):
             )
         return None
 
+    def create(self, spark: SparkSession, schema: StructType) -> bool:
+        delta.create_table(spark, self.lake_path, schema, self.partition_by)
+        return True
+
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         path = self.lake_path
-        delta.create_table(spark, path, frame.schema, self.partition_by)
+        self.create(spark, frame.schema)
         app_id = f"streamsmith:{self.context.app}:{query.name}"
         if query.output_mode == "update":
             keys = self.options.keys

@@ -194,7 +194,7 @@ def test_a_schema_change_that_works_as_designed_prints_nothing_alarming(tmp_path
     (folder / "part-1.jsonl").write_text('{"id": "b", "n": 2, "city": "Oslo"}\n')
     result = streamsmith(tmp_path, "run", "--trigger", "available-now")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == "grow.events: 1 batches, 1 input rows"
+    assert result.stdout.splitlines()[0] == "grow.events: 1 batches, 1 records read, 1 rows written"
     assert result.stderr.splitlines() == [
         f"running grow: 2 queries, storage root {folder.parents[1]}"
     ]

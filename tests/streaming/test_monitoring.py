@@ -4,6 +4,7 @@ notifications."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import threading
@@ -249,3 +250,35 @@ def test_a_backfill_is_a_run_whose_counts_status_shows(spark: SparkSession, tmp_
     (status,) = [s for s in query_statuses(events) if s.query == "bf.events.backfill"]
     assert (status.state, status.batches, status.quarantined, status.late) == ("stopped", 1, 2, 0)
     assert status.expectations == {"positive": {"passed": 2, "failed": 1}}
+
+
+def test_a_sql_flow_reports_the_records_it_read_and_the_rows_it_wrote(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Not the rows after its filter: a gzipped file is one row of Spark's input, a
+    filter leaves 1 of the 10 records read."""
+    spec = {
+        "name": "rw",
+        "storage_root": "data",
+        "sources": {"events": {"format": "jsonl", "path": "input/events", "compression": "gzip",
+                               "schema": "id string, n bigint", "required": ["id"]}},
+        "flows": {"big": {"sql": "SELECT * FROM events WHERE n > 8", "sink": {"table": "big"}}},
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    folder = tmp_path / "data/input/events"
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"id": str(n), "n": n}) for n in range(9)] + [
+        '{"n": 9}',
+        '{"id": "x", "n": 10}',
+    ]
+    with gzip.open(folder / "part-0.jsonl.gz", "wt") as zipped:
+        zipped.write("\n".join(lines) + "\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    report = run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    (main,) = [q for q in report.queries if q.name == "rw.big"]
+    assert (main.batches, main.input_rows, main.output_rows) == (1, 11, 1)
+    events = read_events(tmp_path / "data", "rw")
+    (batch,) = [e for e in events if e["event"] == "progress" and e["query"] == "rw.big"]
+    assert (batch["input_rows"], batch["output_rows"]) == (11, 1)
+    (end,) = [e for e in events if e["event"] == "run_finished"]
+    assert (end["input_rows"], end["output_rows"]) == (11, 1)

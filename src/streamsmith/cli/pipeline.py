@@ -136,7 +136,8 @@ def run(
         if server is not None:
             server.stop()
     for query in report.queries:
-        say(f"{query.name}: {query.batches} batches, {query.input_rows} input rows")
+        say(f"{query.name}: {query.batches} batches, {query.input_rows} records read, "
+            f"{query.output_rows} rows written")  # fmt: skip
 
 
 def _loaded_with_input(
@@ -183,7 +184,7 @@ def _nothing_new(plan: Plan) -> bool:
     record_nothing_new(plan, reason)
     say(f"{plan.app.name}: {reason}; no query started", to_stderr=True)
     for output in plan.outputs:
-        say(f"{output.query_name}: 0 batches, 0 input rows")
+        say(f"{output.query_name}: 0 batches, 0 records read, 0 rows written")
     return True
 
 

@@ -72,7 +72,7 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
     events = EventLog(plan.root, plan.spec.app)
     run = {"queries": [backfill_query(flow) for flow in plan.flows], "backfill": True}
     events.write({"event": "run_started", **run, "message": f"backfill of {len(plan.flows)} flows"})
-    read = 0
+    read = written = 0
     try:
         for flow in plan.flows:
             while True:
@@ -88,13 +88,16 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
                         raise
             report.rows.update(batch.rows)
             read += batch.record["input_rows"]
+            written += batch.record["output_rows"]
             events.write(batch.record)
     except Exception as exc:
-        end = {"event": "run_failed", "input_rows": read, "message": first_line(str(exc))}
+        end = {"event": "run_failed", "input_rows": read, "output_rows": written}
+        end["message"] = first_line(str(exc))
         events.write({**end, **run})
         raise
     tables = ", ".join(f"{table} {rows}" for table, rows in report.rows.items())
-    end = {"event": "run_finished", "input_rows": read, "message": f"rows written: {tables}"}
+    end = {"event": "run_finished", "input_rows": read, "output_rows": written}
+    end["message"] = f"rows written: {tables}"
     events.write({**end, **run})
     return report
 

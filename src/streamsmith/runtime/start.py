@@ -16,10 +16,12 @@ from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.errors import UserError
 from streamsmith.io.sinks.base import QueryArgs
+from streamsmith.monitor.progress import WRITTEN_METRIC
 from streamsmith.runtime.checkpoint_files import clear_interrupted_writes
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.frames import flow_frames
@@ -38,6 +40,7 @@ def start_output(
     """Start the streaming query of one output of ``flow``, writing ``frame``; record
     the fingerprint ``check-upgrade`` compares the next version of the code with."""
     print_ = fingerprint(frame, output, flow)
+    frame = frame.observe(WRITTEN_METRIC, F.count(F.lit(1)).alias("rows"))  # rows written
     for leftover in clear_interrupted_writes(output.checkpoint):
         log.warning(
             "%s: removed %s, left by a write a stopped process never finished",

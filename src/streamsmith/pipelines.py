@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -43,6 +43,8 @@ from streamsmith.io.schema_store import (
     InputSample,
     file_sample,
     inferred_schema,
+    latest,
+    sampled_schema,
     schema_dir,
 )
 from streamsmith.io.sources.kafka import kafka_sample
@@ -62,12 +64,14 @@ def load_pipeline(
     *,
     overrides: Mapping[str, Any] | None = None,
     storage_root: str | None = None,
+    keep_inferred: bool = True,
 ) -> tuple[App, PipelineSpec]:
     """The pipeline the spec file ``path`` declares (or the Python file, its
     :class:`~streamsmith.Pipeline`), with further files and ``--set`` values layered over
     it. A relative ``storage_root`` in the file (for a Python file, its ``Pipeline``'s
     ``spec``; by default ``streamsmith-data``) is taken from the file's folder, so the
-    pipeline runs the same from anywhere."""
+    pipeline runs the same from anywhere. A schema inferred now (``schema: infer``) is
+    stored as the source's version 0 unless ``keep_inferred`` is false (``dry-run``)."""
     folder = path.parent
     if path.suffix == ".py":
         app = python_pipeline(path)
@@ -88,7 +92,8 @@ def load_pipeline(
     )
     # What the flows fall back on, laid under each flow as the spec loader lays it.
     document = {**document, "flows": deep_merge(defaults, document.get("flows") or {})}
-    return pipeline_app(spec, folder, str(path), document, library.flows), spec
+    app = pipeline_app(spec, folder, str(path), document, library.flows, keep_inferred)
+    return app, spec
 
 
 def python_pipeline(path: Path) -> App:
@@ -251,6 +256,7 @@ def pipeline_app(
     where: str,
     document: Mapping[str, Any],
     declared: Sequence[FlowDefinition] = (),
+    keep_inferred: bool = True,
 ) -> App:
     """An App whose flows run the code the spec names (see the module docstring), with
     the flows ``declared`` by its libraries' Python files."""
@@ -269,7 +275,9 @@ def pipeline_app(
             continue
         first = flow.source not in parsers
         where_flow = f"{where}: flows.{name}"
-        definition = _flow(name, flow, spec, folder, where_flow, times.get(flow.source, []))
+        definition = _flow(
+            name, flow, spec, folder, where_flow, times.get(flow.source, []), keep_inferred
+        )
         parsers.setdefault(flow.source, definition.prepare)
         # The first flow over a source keeps its quarantine for all (another takes it
         # over when that one is disabled: see runtime.plan).
@@ -290,10 +298,11 @@ def _flow(
     folder: Path,
     where: str,
     event_times: Sequence[str],
+    keep_inferred: bool = True,
 ) -> FlowDefinition:
     source = spec.sources[flow.source]
     if source.record_schema == INFER:
-        schema: StructType | None = _inferred(spec, flow.source, where)
+        schema: StructType | None = _inferred(spec, flow.source, where, keep_inferred)
     else:
         schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
     if schema is None and source.variant is not None:
@@ -357,9 +366,9 @@ def _sql_text(sql: str, folder: Path, where: str) -> str:
     return sdp_sql(sql)[1]
 
 
-def _inferred(spec: PipelineSpec, source: str, where: str) -> StructType:
+def _inferred(spec: PipelineSpec, source: str, where: str, keep: bool) -> StructType:
     """The schema ``schema: infer`` stands for: the stored version, or one inferred now
-    from a sample of the input and stored as version 0."""
+    from a sample of the input (stored as version 0 if ``keep``)."""
     declared = spec.sources[source]
     hints = _record_schema(declared.schema_hints, f"{where}: sources.{source}.schema_hints")
     folder = spec.source_path(source)
@@ -369,11 +378,44 @@ def _inferred(spec: PipelineSpec, source: str, where: str) -> StructType:
             return file_sample(folder, declared.glob)
         return kafka_sample(spec.kafka_options(declared.options), SAMPLE_RECORDS)
 
+    where = f"{where}: sources.{source}.schema: infer"
     try:
-        store = schema_dir(spec.root, spec.app, source)
-        return inferred_schema(store, take_sample, hints).schema
+        stored = latest(schema_dir(spec.root, spec.app, source))
+        if stored is not None:
+            return stored.schema
+        sample = take_sample()
+        if not sample.records:
+            raise AwaitingInput(
+                f"{where}: no input to infer the schema from in {sample.place}: deliver some "
+                "first, or give the schema as DDL",
+                spec,
+                source,
+                sample.place,
+                lambda: bool(take_sample().records),
+            )
+        if not keep:
+            return sampled_schema(sample, hints)
+        return inferred_schema(
+            schema_dir(spec.root, spec.app, source), lambda: sample, hints
+        ).schema
     except (InferenceError, KafkaSourceError) as exc:
-        raise UserError(f"{where}: sources.{source}.schema: infer: {exc}") from None
+        raise UserError(f"{where}: {exc}") from None
+
+
+class AwaitingInput(UserError):
+    """A source whose schema is inferred has no input yet: ``has_input()`` says when
+    some arrived in ``place`` (an always-on run waits for it: ``streamsmith run``)."""
+
+    def __init__(
+        self,
+        message: str,
+        spec: PipelineSpec,
+        source: str,
+        place: str,
+        has_input: Callable[[], bool],
+    ) -> None:
+        super().__init__(message)
+        self.spec, self.source, self.place, self.has_input = spec, source, place, has_input
 
 
 def _record_schema(ddl: str | None, where: str) -> StructType | None:

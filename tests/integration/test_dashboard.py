@@ -116,6 +116,8 @@ def test_dashboard_charts_hold_the_runs_numbers(spark: SparkSession, tmp_path: P
     drawn = page.series[(f"{QUERY}.quarantine", "quarantined")]
     assert sum(v or 0 for v in drawn) == generated.quarantine_rows
     assert len(drawn) == len(quarantine)
+    charted = list(dict.fromkeys(query for query, _ in page.series))
+    assert charted == [QUERY, f"{QUERY}.quarantine"]  # the flow's own charts first
     assert shot.stat().st_size > 10_000
 
 

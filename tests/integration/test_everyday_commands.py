@@ -1,6 +1,6 @@
 """Everyday commands as a user runs them: ``status`` that reads in an 80-column terminal,
-and ``status``, ``checkpoint show``, ``apps``, ``dry-run`` and ``--help`` answered from
-files, without starting a JVM."""
+and ``status``, ``checkpoint show``, ``apps``, ``dry-run --plan-only`` and ``--help``
+answered from files, without starting a JVM."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_everyday_commands_start_no_jvm(
     env, mark = no_java
     ran = {
         command: streamsmith(*command.split(), cwd=project, timeout=60, env=env)
-        for command in ("--help", "apps", "dry-run", "status", "checkpoint show")
+        for command in ("--help", "apps", "dry-run --plan-only", "status", "checkpoint show")
     }
     for command, result in ran.items():
         assert result.returncode == 0, (command, result.stderr)
@@ -149,7 +149,7 @@ def test_everyday_commands_start_no_jvm(
     assert "cloudtrail: CloudTrail log files to a date-partitioned Parquet table" in (
         ran["apps"].stdout
     )
-    assert f"checkpoint {checkpoint}\n" in ran["dry-run"].stdout
+    assert f"checkpoint {checkpoint}\n" in ran["dry-run --plan-only"].stdout
     status = ran["status"].stdout.split()
     assert status[status.index("clicks.clicks_per_minute") + 1] == "stopped"
     shown = ran["checkpoint show"].stdout

@@ -72,7 +72,7 @@ def test_scheduled_runs_in_one_process_then_nothing_new_without_spark(tmp_path: 
             process.kill()
             process.wait()
     assert process.returncode == 0, stderr
-    assert "clicks.raw: 2 batches, 3 input rows" in stdout
+    assert "clicks.raw: 2 batches, 3 records read, 3 rows written" in stdout
     runs = [e for e in read_events(root, "clicks") if e.get("schedule") == "clicks"]
     kinds = [e["event"] for e in runs]
     assert kinds[0] == "scheduled" and kinds[-1] == "unscheduled"
@@ -94,7 +94,7 @@ def test_scheduled_runs_in_one_process_then_nothing_new_without_spark(tmp_path: 
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "nothing new" in again.stderr and "starting Spark" not in again.stderr
-    assert "clicks.raw: 0 batches, 0 input rows" in again.stdout
+    assert "clicks.raw: 0 batches, 0 records read, 0 rows written" in again.stdout
     last = read_events(root, "clicks")[-1]
     assert (last["event"], last["nothing_new"], last["queries"]) == (
         "run_finished", True, ["clicks.raw", "clicks.raw.quarantine"]

@@ -5,15 +5,19 @@ that raises fails the run naming the flow, with the user's own traceback."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from crashing import wait_until
 from pyspark.sql import SparkSession
 
+from feeds import feed_project
 from streamsmith.config import Trigger
+from streamsmith.io.schema_store import schema_dir, versions
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import PipelineError, run_pipeline
@@ -25,6 +29,10 @@ def per_user(clicks):
 
 def broken(clicks):
     raise ValueError("no such column: usr")
+
+
+def misspelled(clicks):
+    return clicks.select("usr")
 """
 
 
@@ -86,6 +94,8 @@ def test_sql_spark_cannot_analyse_fails_before_any_query_starts(tmp_path: Path) 
     assert line.startswith(f"error: {path}: flows.per_minute.sql: [UNRESOLVED_COLUMN")
     assert "`usr`" in line and "Traceback" not in result.stderr
     assert not (tmp_path / "data/tables/per_minute").exists()  # no query started
+    # Nothing but that line and the run's own: no log record of Spark's, no stack trace.
+    assert [x for x in result.stderr.splitlines() if not x.startswith("running ")] == [line]
 
 
 def test_an_expectation_that_is_not_a_boolean_fails_before_any_query_starts(
@@ -99,6 +109,49 @@ def test_an_expectation_that_is_not_a_boolean_fails_before_any_query_starts(
         f"error: {path}: flows.per_minute: expectation recent ('ts') is a timestamp, not a "
         "boolean: write a condition such as `amount > 0`"
     )
+
+
+def files_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize(
+    ("flow", "fragment"),
+    [
+        ({"transform": None, "sql": "SELECT user FROM clicks GROUP BY usr"},
+         "flows.per_minute.sql: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or "
+         "function parameter with name `usr` cannot be resolved."),
+        ({"transform": "flows:misspelled"},
+         "flows.per_minute: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, "
+         "or function parameter with name `usr` cannot be resolved."),
+        ({"expect": {"recent": "tss > now()"}},
+         "flows.per_minute: expectation recent ('tss > now()') cannot be judged: "
+         "[UNRESOLVED_COLUMN"),
+    ],
+)  # fmt: skip
+def test_dry_run_analyses_each_flow_as_run_would_and_writes_nothing(
+    tmp_path: Path, flow: dict[str, object], fragment: str
+) -> None:
+    """The input folder need not exist yet: nothing is read, nothing written."""
+    path = project(tmp_path, spec(**flow))
+    (tmp_path / "data/input/clicks").rmdir()
+    before = files_in(tmp_path)
+    result = streamsmith(tmp_path, "dry-run")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {path}: {fragment}"), line
+    assert files_in(tmp_path) == before
+    assert streamsmith(tmp_path, "dry-run", "--plan-only").returncode == 0
+
+
+def test_dry_run_infers_a_schema_without_storing_it(tmp_path: Path) -> None:
+    folder = feed_project(tmp_path, "feed")
+    (folder / "part-0.jsonl").write_text('{"id": "a", "n": 1}\n')
+    before = files_in(tmp_path)
+    result = streamsmith(tmp_path, "dry-run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "analysed by Spark against its source: flow events"
+    assert files_in(tmp_path) == before  # no schema version, warehouse or checkpoint
 
 
 def test_no_spec_here_says_how_to_start(tmp_path: Path) -> None:
@@ -144,3 +197,56 @@ def test_file_reader_options_are_checked_and_shown_by_dry_run(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     (shown,) = [line for line in result.stdout.splitlines() if "source clicks:" in line]
     assert "options allowComments=true, timestampFormat=yyyy/MM/dd HH:mm" in shown
+
+
+def test_query_on_a_name_that_is_no_table_says_so_in_one_line(tmp_path: Path) -> None:
+    project(tmp_path, spec())
+    result = streamsmith(tmp_path, "query", "SELECT * FROM nosuch")
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "`nosuch` cannot be found" in line
+    assert result.stderr.splitlines() == ["on Spark: table nosuch is not a lake table", line]
+
+
+def test_a_schema_change_that_works_as_designed_prints_nothing_alarming(tmp_path: Path) -> None:
+    """add_new_columns stops the batch that meets a new field and runs it again: a Spark
+    job fails on purpose, which Spark logs as an error with its stack trace."""
+    folder = feed_project(tmp_path, "grow")
+    (folder / "part-0.jsonl").write_text('{"id": "a", "n": 1}\n')
+    assert streamsmith(tmp_path, "run", "--trigger", "available-now").returncode == 0
+    (folder / "part-1.jsonl").write_text('{"id": "b", "n": 2, "city": "Oslo"}\n')
+    result = streamsmith(tmp_path, "run", "--trigger", "available-now")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "grow.events: 1 batches, 1 records read, 1 rows written"
+    assert result.stderr.splitlines() == [
+        f"running grow: 2 queries, storage root {folder.parents[1]}"
+    ]
+
+
+def test_an_always_on_run_waits_for_the_first_input_to_infer_its_schema(tmp_path: Path) -> None:
+    folder = feed_project(tmp_path, "feed")
+    log = tmp_path / "stderr.txt"
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    command = [sys.executable, "-m", "streamsmith", "run", "--trigger", "interval=1s"]
+    with log.open("w") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=stderr,
+                                   stdout=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        assert wait_until(process, lambda: "waiting for" in log.read_text(), 120), log.read_text()
+        staged = tmp_path / "part-0.jsonl"  # delivered as the docs say: written, then renamed
+        staged.write_text('{"id": "a", "n": 1}\n')
+        staged.rename(folder / "part-0.jsonl")
+        commit = tmp_path / "data/checkpoints/feed/events/commits/0"
+        assert wait_until(process, commit.is_file, 300), log.read_text()
+        process.send_signal(signal.SIGTERM)  # the CLI, not its JVM: a graceful stop
+        assert process.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    (version,) = versions(schema_dir(tmp_path / "data", "feed", "events"))
+    assert version.ddl == "id string, n bigint"
+    waiting = [line for line in log.read_text().splitlines() if "waiting for" in line]
+    assert waiting == [
+        f"waiting for the first input in {folder} to infer the schema of source events"
+    ]

@@ -4,6 +4,7 @@ notifications."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -29,9 +31,11 @@ from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.recorder import flush_listener_bus
+from streamsmith.monitor.status import query_statuses
+from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.runtime.plan import build_plan
-from streamsmith.runtime.runner import PipelineError, run_pipeline
+from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.runtime.supervisor import plan_monitor
 from streamsmith.testing import ChunkRunner
 from waiting import wait_for
@@ -217,3 +221,64 @@ def test_file_batches_widen_for_a_backlog_and_narrow_once_caught_up(
     assert sizes == [5, 5, 2, 2, 2]  # the cap while behind, the floor once caught up
     (resize,) = events("resize")
     assert resize["message"] == "maxFilesPerTrigger 5 -> 2: 0 files behind"
+
+
+def test_a_backfill_is_a_run_whose_counts_status_shows(spark: SparkSession, tmp_path: Path) -> None:
+    spec = {
+        "name": "bf",
+        "storage_root": "data",
+        "sources": {"events": {"format": "jsonl", "path": "input/events",
+                               "schema": "id string, n bigint", "required": ["id"]}},
+        "flows": {"events": {"sql": "SELECT * FROM events", "sink": {"table": "events"},
+                             "expect": {"positive": {"sql": "n > 0", "action": "drop"}}}},
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    folder = tmp_path / "data/input/events"
+    folder.mkdir(parents=True)
+    lines = ['{"id": "a", "n": 1}', '{"id": "b", "n": -1}', '{"id": "c", "n": 2}', '{"n": 3}',
+             "{broken"]  # fmt: skip
+    (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    report = backfill(spark, build_plan(app, pipeline))
+    assert report.rows == {"events": 2, "events_quarantine": 2}
+    root = tmp_path / "data"
+    events = read_events(root, "bf")
+    runs = [e for e in events if e["event"].startswith("run_")]
+    assert [e["event"] for e in runs] == ["run_started", "run_finished"]
+    assert runs[0]["queries"] == ["bf.events.backfill"] and runs[0]["backfill"]
+    assert runs[1]["input_rows"] == 5  # every record read, the rejected ones too
+    (status,) = [s for s in query_statuses(events) if s.query == "bf.events.backfill"]
+    assert (status.state, status.batches, status.quarantined, status.late) == ("stopped", 1, 2, 0)
+    assert status.expectations == {"positive": {"passed": 2, "failed": 1}}
+
+
+def test_a_sql_flow_reports_the_records_it_read_and_the_rows_it_wrote(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Not the rows after its filter: a gzipped file is one row of Spark's input, a
+    filter leaves 1 of the 10 records read."""
+    spec = {
+        "name": "rw",
+        "storage_root": "data",
+        "sources": {"events": {"format": "jsonl", "path": "input/events", "compression": "gzip",
+                               "schema": "id string, n bigint", "required": ["id"]}},
+        "flows": {"big": {"sql": "SELECT * FROM events WHERE n > 8", "sink": {"table": "big"}}},
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    folder = tmp_path / "data/input/events"
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"id": str(n), "n": n}) for n in range(9)] + [
+        '{"n": 9}',
+        '{"id": "x", "n": 10}',
+    ]
+    with gzip.open(folder / "part-0.jsonl.gz", "wt") as zipped:
+        zipped.write("\n".join(lines) + "\n")
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    report = run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+    (main,) = [q for q in report.queries if q.name == "rw.big"]
+    assert (main.batches, main.input_rows, main.output_rows) == (1, 11, 1)
+    events = read_events(tmp_path / "data", "rw")
+    (batch,) = [e for e in events if e["event"] == "progress" and e["query"] == "rw.big"]
+    assert (batch["input_rows"], batch["output_rows"]) == (11, 1)
+    (end,) = [e for e in events if e["event"] == "run_finished"]
+    assert (end["input_rows"], end["output_rows"]) == (11, 1)

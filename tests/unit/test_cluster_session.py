@@ -1,5 +1,6 @@
 """What the driver does differently for a cluster master, without starting Spark: which
-masters keep the driver on loopback, and the package zip shipped to executors."""
+masters keep the driver on loopback, and the package zip shipped to executors; and what of
+the JVM's stderr reaches the user."""
 
 from __future__ import annotations
 
@@ -98,3 +99,22 @@ def test_the_package_zip_refuses_a_folder_others_can_enter_or_own(tmp_path: Path
         os.chown(theirs, 65534, 65534)
         with pytest.raises(PermissionError, match="belongs to user id 65534"):
             package_zip(theirs)
+
+
+def test_the_jvm_log_of_a_query_stopped_to_add_a_field_is_dropped_and_nothing_else() -> None:
+    from streamsmith.spark.session import _stopped_on_purpose
+
+    header = b"10:00:00 ERROR MicroBatchExecution: Query a.f [id = 1] terminated with error\n"
+    stopped = [
+        header,
+        b"org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] streamsmith: new "
+        b'fields {"fields":["city"]} :streamsmith SQLSTATE: P0001\n',
+        b"\tat org.apache.spark.Foo(Foo.scala:1)\n",
+        b"Caused by: java.lang.RuntimeException: x\n",
+        b"\t... 12 more\n",
+    ]
+    failed = [header, b"java.io.IOException: disk full\n", b"\tat java.io.File(File.java:1)\n"]
+    after = [b"10:00:01 WARN Other: something else\n"]
+    assert list(_stopped_on_purpose([*stopped, *after])) == after
+    assert list(_stopped_on_purpose([*failed, *after])) == [*failed, *after]
+    assert list(_stopped_on_purpose([header])) == [header]  # its cause not yet written

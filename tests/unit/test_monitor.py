@@ -424,3 +424,20 @@ def test_a_long_run_starts_a_new_event_log_past_its_size_and_prunes_old_ones(
     assert not ancient.path.exists()  # pruned when the new file started
     (status,) = cached_statuses(tmp_path, "app")  # readers merge both files
     assert (status.query, status.batches) == ("app.q", 3)
+
+
+def test_the_dashboard_says_how_far_behind_a_watermark_is_and_charts_main_queries_first() -> None:
+    from streamsmith.web.data import DashboardFold, behind
+
+    assert [behind(s) for s in (None, 0.5, 42.0, 600.0, 7200.0, 3 * 86400.0)] == [
+        None, "0.5 s behind", "42 s behind", "10 min behind", "2.0 hours behind",
+        "3.0 days behind",
+    ]  # fmt: skip
+    assert behind(816453700.001) == "25.9 years behind"  # a 2001 watermark, seen in 2026
+    fold = DashboardFold()
+    for query in ("a.f.late", "a.f.quarantine", "a.f", "a.g"):
+        fold.add({"event": "progress", "app": "a", "query": query, "batch_id": 0,
+                  "query_id": query, "watermark_delay_s": 90.0})  # fmt: skip
+    data = fold.data()
+    assert list(data["series"]) == ["a.f", "a.g", "a.f.quarantine", "a.f.late"]
+    assert {q["query"]: q["watermark_behind"] for q in data["queries"]}["a.f"] == ("1.5 min behind")

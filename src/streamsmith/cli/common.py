@@ -77,15 +77,24 @@ def spec_for(
     root: str | None = None,
     *,
     overrides: Mapping[str, Any] | None = None,
+    keep_inferred: bool = True,
 ) -> tuple[App, PipelineSpec]:
     """The app (a reference app by name, or a pipeline of your own by its spec file or
-    folder; none: ``./streamsmith.yml``) and its spec as the command line layers it."""
+    folder; none: ``./streamsmith.yml``) and its spec as the command line layers it; a
+    schema inferred from a pipeline's input is stored unless ``keep_inferred`` is false."""
     from streamsmith.config import load_spec
     from streamsmith.pipelines import load_pipeline
 
     path = find_spec(app_name)
     if path is not None:
-        return load_pipeline(path, files or (), sets or (), overrides=overrides, storage_root=root)
+        return load_pipeline(
+            path,
+            files or (),
+            sets or (),
+            overrides=overrides,
+            storage_root=root,
+            keep_inferred=keep_inferred,
+        )
     assert app_name is not None  # find_spec found no spec file only for a name
     from streamsmith.apps import get_app  # the reference apps, imported only when named
 

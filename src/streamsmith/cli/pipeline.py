@@ -23,6 +23,10 @@ from streamsmith.cli.common import (
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from streamsmith.config import PipelineSpec, Trigger
+    from streamsmith.runtime.app import App
     from streamsmith.runtime.plan import Plan
 
 checkpoint_cli = typer.Typer(
@@ -49,13 +53,29 @@ def dry_run(
     set_: Sets = None,
     root: Root = None,
     trigger_: TriggerOpt = None,
+    plan_only: Annotated[
+        bool, typer.Option("--plan-only", help="Print the plan only: start no Spark.")
+    ] = False,
 ) -> None:
-    """Validate the spec and print the plan without starting Spark."""
+    """Validate the spec and print the plan; then let Spark analyse each flow whose code
+    the spec names (SQL, `module:function`) or that has expectations against its source's
+    schema, as `run` does before it starts a query: a mistake fails here, in the same one
+    line. Nothing is read or written (a schema `infer`s from the input is not stored)."""
     from streamsmith.runtime.plan import build_plan, describe_plan
 
-    application, pipeline = spec_for(app, spec, set_, root)
+    application, pipeline = spec_for(app, spec, set_, root, keep_inferred=False)
     plan = build_plan(application, pipeline, trigger(trigger_))
     say(describe_plan(plan))
+    if plan_only:
+        return
+    from streamsmith.runtime.start import analyse_flows, analysed_flows
+
+    flows = analysed_flows(plan)
+    if flows:
+        analyse_flows(session(pipeline, application.name), plan)
+        names = ", ".join(f"flow {flow.name}" for flow in flows)
+        whose = "its source" if len(flows) == 1 else "their sources"
+        say(f"analysed by Spark against {whose}: {names}")
 
 
 def run(
@@ -93,7 +113,14 @@ def run(
     from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
 
     overrides = {"monitor": {"metrics_port": metrics_port}} if metrics_port is not None else None
-    application, pipeline = spec_for(app, spec, set_, root, overrides=overrides)
+    stop = threading.Event()
+    with stop_on_signals(stop, announce=None):
+        loaded = _loaded_with_input(
+            lambda: spec_for(app, spec, set_, root, overrides=overrides), trigger(trigger_), stop
+        )
+    if loaded is None:
+        return  # stopped while it waited for its first input
+    application, pipeline = loaded
     plan = build_plan(application, pipeline, trigger(trigger_))
     check_storage_root(plan.root)
     check_inputs(plan)
@@ -107,7 +134,6 @@ def run(
     elif sql_port is None and not plan.schedules and _nothing_new(plan):
         return
     spark = session(pipeline, application.name)
-    stop = threading.Event()
     server = serve_sql(spark, plan.root, sql_port) if sql_port else None
     try:
         with stop_on_signals(stop):
@@ -120,7 +146,41 @@ def run(
         if server is not None:
             server.stop()
     for query in report.queries:
-        say(f"{query.name}: {query.batches} batches, {query.input_rows} input rows")
+        say(f"{query.name}: {query.batches} batches, {query.input_rows} records read, "
+            f"{query.output_rows} rows written")  # fmt: skip
+
+
+def _loaded_with_input(
+    load: Callable[[], tuple[App, PipelineSpec]], override: Trigger | None, stop: threading.Event
+) -> tuple[App, PipelineSpec] | None:
+    """``load()``; where a source whose schema is inferred has no input yet, an always-on
+    run waits for its first input (says so once), then loads again and infers; None when
+    ``stop`` is set while it waits. A catch-up has nothing to wait for: it fails saying
+    what to deliver."""
+    from streamsmith.config import parse_trigger
+    from streamsmith.pipelines import AwaitingInput
+
+    said = False
+    while True:
+        try:
+            return load()
+        except AwaitingInput as exc:
+            spec = exc.spec
+            flows = [f for f in spec.flows.values() if f.enabled and f.source == exc.source]
+            triggers = [override or parse_trigger(f.trigger or spec.trigger) for f in flows]
+            scheduled = spec.schedule is not None or any(f.schedule for f in flows)
+            if scheduled or any(t.terminates for t in triggers):
+                raise
+            if not said:
+                say(f"waiting for the first input in {exc.place} to infer the schema of "
+                    f"source {exc.source}", to_stderr=True)  # fmt: skip
+                said = True
+            while not exc.has_input():
+                if stop.wait(_INPUT_POLL_S):
+                    return None
+
+
+_INPUT_POLL_S = 1.0  # how often a run waiting for its first input looks for it
 
 
 def _nothing_new(plan: Plan) -> bool:
@@ -134,7 +194,7 @@ def _nothing_new(plan: Plan) -> bool:
     record_nothing_new(plan, reason)
     say(f"{plan.app.name}: {reason}; no query started", to_stderr=True)
     for output in plan.outputs:
-        say(f"{output.query_name}: 0 batches, 0 input rows")
+        say(f"{output.query_name}: 0 batches, 0 records read, 0 rows written")
     return True
 
 

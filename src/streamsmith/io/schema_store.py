@@ -135,6 +135,18 @@ def inferred_schema(
     if stored is not None:
         return stored
     sample = take_sample()
+    schema = sampled_schema(sample, hints)
+    try:
+        return record(store, schema, "inferred from the first input", sample.read_from)
+    except FileExistsError:  # another process stored version 0 first: read with it
+        winner = latest(store)
+        assert winner is not None
+        return winner
+
+
+def sampled_schema(sample: InputSample, hints: StructType | None) -> StructType:
+    """The schema of the records in ``sample`` with ``hints`` applied, stored nowhere.
+    Raises :class:`~streamsmith.schemas.inference.InferenceError` when it cannot decide."""
     if not sample.records:
         raise InferenceError(
             f"no input to infer the schema from in {sample.place}: deliver some first, or "
@@ -149,12 +161,7 @@ def inferred_schema(
                 f"holds (sampled: {', '.join(schema.fieldNames())})"
             )
         schema = apply_hints(schema, hints)
-    try:
-        return record(store, schema, "inferred from the first input", sample.read_from)
-    except FileExistsError:  # another process stored version 0 first: read with it
-        winner = latest(store)
-        assert winner is not None
-        return winner
+    return schema
 
 
 def file_sample(folder: Path, glob: str | None) -> InputSample:

@@ -52,6 +52,7 @@ EVENT_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("batch_id", "long"),
     ("batch_time", "timestamp"),
     ("input_rows", "long"),
+    ("output_rows", "long"),
     ("input_rate", "double"),
     ("process_rate", "double"),
     ("batch_ms", "long"),

@@ -22,6 +22,8 @@ _NO_WATERMARK = "1970-01-01T00:00:00.000Z"
 QUARANTINE_METRIC = "quarantine"
 LATE_METRIC = "late"
 FLOW_METRIC = "streamsmith_flow"  # a flow's main query: its rejects and oldest event
+RECORDS_READ = "read"  # FLOW_METRIC's field counting the records read, rejected ones too
+WRITTEN_METRIC = "written"  # every query: the rows it wrote
 CARRIED_REJECTS = "rejects"  # FLOW_METRIC's field carrying a batch's few rejected rows
 
 
@@ -48,7 +50,8 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         "run_id": progress.get("runId"),
         "batch_id": progress.get("batchId"),
         "batch_time": batch_time,
-        "input_rows": int(progress.get("numInputRows") or 0),
+        "input_rows": records_read(progress),
+        "output_rows": _observed(observed, WRITTEN_METRIC),
         "input_rate": _number(progress.get("inputRowsPerSecond")),
         "process_rate": _number(progress.get("processedRowsPerSecond")),
         "batch_ms": durations.get("triggerExecution"),
@@ -67,6 +70,23 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         "sources": json.dumps(sources),
         "progress": json.dumps(_without_carried_rows(progress), default=str),
     }
+
+
+def records_read(progress: Mapping[str, Any]) -> int:
+    """The records a batch read: counted as its main query parsed them, rejected ones
+    too, where it does so (a flow with a quarantine or late table); else Spark's input
+    rows, which a filter Spark pushes into the JSON or CSV reader makes fewer (those are
+    flows that parse no more than their filter lets through: see ``runtime.frames``), and
+    which count files, not records, where streamsmith decodes them (gzip)."""
+    flow = (progress.get("observedMetrics") or {}).get(FLOW_METRIC)
+    if isinstance(flow, Mapping) and flow.get(RECORDS_READ) is not None:
+        return int(flow[RECORDS_READ])
+    return int(progress.get("numInputRows") or 0)
+
+
+def rows_written(progress: Mapping[str, Any]) -> int:
+    """The rows a batch wrote (0 when its query observes none)."""
+    return _observed(progress.get("observedMetrics") or {}, WRITTEN_METRIC) or 0
 
 
 def _without_carried_rows(progress: Mapping[str, Any]) -> Mapping[str, Any]:

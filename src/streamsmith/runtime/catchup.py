@@ -166,5 +166,6 @@ def record_nothing_new(plan: Plan, reason: str) -> None:
     events = EventLog(plan.root, plan.spec.app)
     run = {"queries": [output.spark_name for output in plan.outputs]}
     events.write({"event": "run_started", **run, "message": f"{len(plan.outputs)} queries"})
-    end = {"event": "run_finished", "nothing_new": True, "input_rows": 0, "message": reason}
+    end = {"event": "run_finished", "nothing_new": True, "input_rows": 0, "output_rows": 0}
+    end["message"] = reason
     events.write({**end, **run})

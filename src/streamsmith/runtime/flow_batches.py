@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.io.sources.base import SourceKind
-from streamsmith.monitor.progress import CARRIED_REJECTS, FLOW_METRIC
+from streamsmith.monitor.progress import CARRIED_REJECTS, FLOW_METRIC, RECORDS_READ
 from streamsmith.runtime.polling import poll
 from streamsmith.runtime.source_logs import (
     FileSourceLog,
@@ -72,7 +72,7 @@ def observe_flow(
     if REJECT_REASON not in tagged.columns:
         return tagged
     rejected = F.col(REJECT_REASON).isNotNull()
-    metrics = [F.count_if(rejected).alias("rows")]
+    metrics = [F.count_if(rejected).alias("rows"), F.count(F.lit(1)).alias(RECORDS_READ)]
     if event_time is not None:
         oldest = F.min(F.when(~rejected, F.unix_micros(F.col(event_time))))
         metrics.append(oldest.alias("oldest_us"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from streamsmith.config import STOPPING
@@ -53,6 +53,8 @@ class FlowFrames:
     tagged: DataFrame | None
     expectations: tuple[Expectation, ...] = ()
     tables: Mapping[str, DataFrame] = field(default_factory=dict)  # the lookups read
+    # A batch job's counts of its expectations (a stream's are in its progress).
+    judged: Observation | None = None
 
 
 def flow_frames(
@@ -78,6 +80,7 @@ def flow_frames(
         other = stream.input.read(spark, stream.definition.record_schema, streaming=streaming)
         inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
     expectations = flow.expectations
+    judged = None if streaming or not expectations else Observation()
     if definition.prepare is None:  # the source whole, but for what only parsers use
         output = _transformed(definition, source.drop(RAW_TEXT, RECORD), inputs)
         if not expectations:
@@ -85,12 +88,13 @@ def flow_frames(
         check_expectations(output, expectations)
         if REJECT_REASON not in output.columns:  # nothing is rejected before the rules
             output = output.withColumn(REJECT_REASON, F.lit(None).cast("string"))
-        main = quarantine_failures(counted(output, expectations, _valid()), expectations)
+        main = quarantine_failures(counted(output, expectations, _valid(), judged), expectations)
         return FlowFrames(
             enforced(accepted(main), expectations),
             quarantine_failures(output, expectations),
             expectations,
             tables,
+            judged,
         )
     prepare = (
         with_current_schema(definition.prepare, flow.schema_store)
@@ -101,7 +105,7 @@ def flow_frames(
     parsed = prepare(source)
     check_expectations(parsed, expectations)
     tagged = quarantine_failures(parsed, expectations)
-    main = quarantine_failures(counted(parsed, expectations, _valid()), expectations)
+    main = quarantine_failures(counted(parsed, expectations, _valid(), judged), expectations)
     # The main query reports its rejects and oldest event time per batch, so the side
     # queries can skip the batches that hold nothing for them. The report needs every
     # row parsed (Spark then cannot push the transform's filters into a JSON reader), so
@@ -118,7 +122,8 @@ def flow_frames(
     else:
         fitting = _accepted(main)
     events = enforced(fitting, expectations)
-    return FlowFrames(_transformed(definition, events, inputs), tagged, expectations, tables)
+    output = _transformed(definition, events, inputs)
+    return FlowFrames(output, tagged, expectations, tables, judged)
 
 
 def _transformed(

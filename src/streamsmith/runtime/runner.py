@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import shutil
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from streamsmith.errors import UserError
 from streamsmith.io.files import line_numbering
 from streamsmith.io.lake import read_table, write_table
+from streamsmith.monitor.eventlog import EventLog, now_text
+from streamsmith.monitor.progress import expectation_counts
+from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.scheduler import Clock, run_schedules
 from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
 from streamsmith.runtime.supervisor import PipelineError, QueryOutcome, RunReport, supervise
+from streamsmith.transforms.expectations import EXPECTATIONS_METRIC
 
 __all__ = [
     "BackfillReport",
@@ -61,31 +67,64 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
 
     The transforms are the ones the stream uses; the tables are replaced, not appended
     to. A batch job has no watermark, so it drops nothing as late: late-events outputs
-    are skipped.
+    are skipped. The backfill is a run in the event log: ``run_started``, one batch per
+    flow (records read, rows written, quarantined, expectation counts) under the query
+    name ``<app>.<flow>.backfill``, then ``run_finished`` or ``run_failed``.
     """
     report = BackfillReport()
+    events = EventLog(plan.root, plan.spec.app)
+    run = {"queries": [backfill_query(flow) for flow in plan.flows], "backfill": True}
+    events.write({"event": "run_started", **run, "message": f"backfill of {len(plan.flows)} flows"})
     # A flow reading another's Delta table reads that flow's backfill (the plan puts it
     # after), so one backfill carries the input through every hop, apart from the stream.
     backfilled = {o.path: o.backfill_path for o in plan.outputs if o.kind == "table"}
-    for planned in plan.flows:
-        flow = planned
-        if flow.source.format == "delta" and flow.source_path in backfilled:
-            flow = replace(flow, source_path=backfilled[flow.source_path])
-        while True:
-            try:
-                report.rows.update(_backfill_flow(spark, plan, flow))
-                break
-            except Exception as exc:  # a field the schema lacks: add it and run again
-                refused = refused_new_fields(str(exc))
-                if flow.schema_store is None and refused is not None:
-                    raise PipelineError(f"flow {flow.name}: {refused}") from None
-                if flow.schema_store is None or add_new_fields(flow.schema_store, str(exc)) is None:
-                    raise
+    read = written = 0
+    try:
+        for planned in plan.flows:
+            flow = planned
+            if flow.source.format == "delta" and flow.source_path in backfilled:
+                flow = replace(flow, source_path=backfilled[flow.source_path])
+            while True:
+                try:
+                    batch = _backfill_flow(spark, plan, flow)
+                    break
+                except Exception as exc:  # a field the schema lacks: add it and run again
+                    refused = refused_new_fields(str(exc))
+                    if flow.schema_store is None and refused is not None:
+                        raise PipelineError(f"flow {flow.name}: {refused}") from None
+                    store = flow.schema_store
+                    if store is None or add_new_fields(store, str(exc)) is None:
+                        raise
+            report.rows.update(batch.rows)
+            read += batch.record["input_rows"]
+            written += batch.record["output_rows"]
+            events.write(batch.record)
+    except Exception as exc:
+        end = {"event": "run_failed", "input_rows": read, "output_rows": written}
+        end["message"] = first_line(str(exc))
+        events.write({**end, **run})
+        raise
+    tables = ", ".join(f"{table} {rows}" for table, rows in report.rows.items())
+    end = {"event": "run_finished", "input_rows": read, "output_rows": written}
+    end["message"] = f"rows written: {tables}"
+    events.write({**end, **run})
     return report
 
 
-def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str, int]:
-    """One flow's batch job into its backfill tables; their row counts."""
+def backfill_query(flow: FlowPlan) -> str:
+    """The name a flow's backfill is recorded under: its main query's, ``.backfill``."""
+    return f"{flow.outputs[0].query_name}.backfill"
+
+
+@dataclass(frozen=True)
+class _Backfilled:
+    rows: dict[str, int]  # per table written
+    record: dict[str, Any]  # the flow's batch, as the event log keeps it
+
+
+def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfilled:
+    """One flow's batch job into its backfill tables: their row counts, and the batch's
+    event (records read: those parsed, rejected ones too; else the rows written)."""
     rows: dict[str, int] = {}
     frames = flow_frames(spark, flow, plan.root, streaming=False)
     numbering = line_numbering(flow.source, flow.definition.record_schema)
@@ -99,9 +138,25 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str,
                 part = numbering(part)
             write_table(part, output.backfill_path, output.partition_by)
             rows[output.table] = read_table(spark, output.backfill_path).count()
+        read = shared.count()
     finally:
         shared.unpersist()
-    return rows
+    judged = frames.judged.get if frames.judged is not None else None
+    quarantined = [rows[o.table] for o in flow.outputs if o.role == "quarantine"]
+    written = rows[flow.outputs[0].table]
+    record = {
+        "event": "progress",
+        "query": backfill_query(flow),
+        "query_id": f"backfill-{uuid.uuid4()}",
+        "batch_id": 0,
+        "batch_time": now_text(),
+        "input_rows": read,
+        "output_rows": written,
+        "quarantined": sum(quarantined),
+        "late": 0,
+        "expectations": expectation_counts({EXPECTATIONS_METRIC: judged or {}}),
+    }
+    return _Backfilled(rows, record)
 
 
 def full_refresh(plan: Plan, tables: Sequence[str] = ()) -> list[str]:

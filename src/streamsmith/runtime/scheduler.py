@@ -239,7 +239,7 @@ class Scheduler:
         self._record(schedule, {"event": "run_started", "scheduled_for": stamp(due)}, why)
         reason = nothing_new(sub_plan)
         if reason is not None:
-            end = {"event": "run_finished", "nothing_new": True, "input_rows": 0}
+            end = {"event": "run_finished", "nothing_new": True, "input_rows": 0, "output_rows": 0}
             self._record(schedule, {**end, "scheduled_for": stamp(due)}, reason)
             return
         supervisor = Supervisor(self.spark, sub_plan, self.monitor)
@@ -268,6 +268,7 @@ class Scheduler:
             total = self.totals[outcome.name]
             total.batches += outcome.batches
             total.input_rows += outcome.input_rows
+            total.output_rows += outcome.output_rows
 
     def _record(self, schedule: Schedule, event: dict[str, Any], message: str) -> dict[str, Any]:
         flows = self.schedules[schedule]

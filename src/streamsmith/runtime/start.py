@@ -8,17 +8,22 @@ prefix-integrity harness and tests through :func:`start_queries`; both call
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.errors import UserError
 from streamsmith.io.lake_paths import is_delta
 from streamsmith.io.sinks.base import QueryArgs
 from streamsmith.io.sources.delta import record_change_feed
+from streamsmith.monitor.progress import WRITTEN_METRIC
 from streamsmith.runtime.checkpoint_files import clear_interrupted_writes
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.frames import flow_frames, output_frame
@@ -39,6 +44,7 @@ def start_output(
     """Start the streaming query of one output of ``flow``, writing ``frame``; record
     the fingerprint ``check-upgrade`` compares the next version of the code with."""
     print_ = fingerprint(frame, output, flow)
+    frame = frame.observe(WRITTEN_METRIC, F.count(F.lit(1)).alias("rows"))  # rows written
     for leftover in clear_interrupted_writes(output.checkpoint):
         log.warning(
             "%s: removed %s, left by a write a stopped process never finished",
@@ -111,15 +117,41 @@ def check_user_flows(spark: SparkSession, plan: Plan) -> None:
     or that has expectations, without starting anything, so a mistake Spark's analyser
     finds in them (an unknown column, SQL that does not parse, an expectation that is not
     a boolean) fails the run before any query starts, naming the flow."""
-    for flow in plan.flows:
-        if not (flow.definition.from_spec or flow.expectations):
-            continue
+    for flow in analysed_flows(plan):
         try:
             flow_frames(spark, flow, plan.root, streaming=True)
         except ExpectationError as exc:
             key = ("flows", flow.name, "expect", exc.expectation.name)
             origin = plan.spec.origin_of(key) if _in_spec(plan, key) else "its code"
             raise UserError(f"{origin}: flows.{flow.name}: {exc}") from None
+
+
+def analysed_flows(plan: Plan) -> list[FlowPlan]:
+    """The flows :func:`check_user_flows` analyses."""
+    return [flow for flow in plan.flows if flow.definition.from_spec or flow.expectations]
+
+
+def analyse_flows(spark: SparkSession, plan: Plan) -> None:
+    """What ``dry-run`` checks: :func:`check_user_flows`, with every input folder that
+    does not exist yet stood in for by an empty one (Spark's file source needs its
+    folder to define a stream), so that nothing is read, and no query started."""
+    with tempfile.TemporaryDirectory(prefix="streamsmith-dry-run-") as empty:
+
+        def stand_in(path: Path | None) -> Path | None:
+            return Path(empty) if path is not None and not path.is_dir() else path
+
+        flows = tuple(
+            replace(
+                flow,
+                source_path=stand_in(flow.source_path),
+                streams=tuple(
+                    replace(stream, source_path=stand_in(stream.source_path))
+                    for stream in flow.streams
+                ),
+            )
+            for flow in plan.flows
+        )
+        check_user_flows(spark, plan.only(flows))
 
 
 def _in_spec(plan: Plan, key: tuple[str, ...]) -> bool:

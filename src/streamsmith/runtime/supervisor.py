@@ -19,6 +19,7 @@ from the offsets it recorded, and the sinks recognise batches they already commi
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -35,6 +36,7 @@ from streamsmith.errors import UserError
 from streamsmith.io.admission import FileLimits
 from streamsmith.io.decoding import damaged_gzip
 from streamsmith.monitor.lag import FileSourceProbe
+from streamsmith.monitor.progress import records_read, rows_written
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
@@ -56,9 +58,10 @@ class QueryOutcome:
 
     name: str
     batches: int = 0
-    input_rows: int = 0
+    input_rows: int = 0  # the records read (see monitor.progress.records_read)
     error: str | None = None
     role: str = "main"  # or a side query's (quarantine, late), which re-reads the input
+    output_rows: int = 0  # the rows written
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Supervised:
     restart_at: float = 0.0
     batches: int = 0
     input_rows: int = 0
+    output_rows: int = 0
     error: str | None = None
     _seen: str = field(default="", repr=False)  # timestamp of the last progress tallied
 
@@ -103,7 +107,9 @@ class Supervised:
             return
         self.failures = 0  # it completed a trigger since it (re)started
         self.batches += len(new)
-        self.input_rows += sum(int(p.numInputRows) for p in new)
+        batches = [json.loads(p.json) for p in new]
+        self.input_rows += sum(records_read(batch) for batch in batches)
+        self.output_rows += sum(rows_written(batch) for batch in batches)
         self._seen = max(str(p.timestamp) for p in new)
 
 
@@ -346,6 +352,7 @@ class Supervisor:
                     slot.input_rows,
                     slot.error if slot.state == "failed" else None,
                     slot.output.role,
+                    slot.output_rows,
                 )
                 for slot in self.slots
             ]
@@ -398,13 +405,14 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
 def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> dict[str, Any]:
     """The event that closes a run: ``run_failed`` when it could not start (``error``) or
     gave a query up, ``run_stopped`` when asked to stop, else ``run_finished``;
-    ``input_rows`` are the rows its flows read (see :func:`_rows_read`)."""
-    rows = _rows_read(report)
+    ``input_rows`` are the records its flows read, ``output_rows`` the rows they wrote
+    (see :func:`_rows_read`)."""
+    rows = {"input_rows": _rows_read(report), "output_rows": _rows_written(report)}
     if error is not None or report.failed:
         message = error or failures(report)
-        return {"event": "run_failed", "input_rows": rows, "message": message}
+        return {"event": "run_failed", **rows, "message": message}
     kind = "run_stopped" if stopped else "run_finished"
-    return {"event": kind, "input_rows": rows, "message": _summary(report)}
+    return {"event": kind, **rows, "message": _summary(report)}
 
 
 def failures(report: RunReport) -> str:
@@ -467,6 +475,14 @@ def _rows_read(report: RunReport) -> int:
     return sum(query.input_rows for query in report.queries if query.role == "main")
 
 
+def _rows_written(report: RunReport) -> int:
+    """The rows a run's flows wrote to their own tables (their main queries')."""
+    return sum(query.output_rows for query in report.queries if query.role == "main")
+
+
 def _summary(report: RunReport) -> str:
     failed = len(report.failed)
-    return f"{len(report.queries)} queries, {_rows_read(report)} input rows read, {failed} failed"
+    return (
+        f"{len(report.queries)} queries, {_rows_read(report)} records read, "
+        f"{_rows_written(report)} rows written, {failed} failed"
+    )

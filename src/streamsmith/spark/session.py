@@ -34,16 +34,18 @@ import shutil
 import sys
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext, SparkFiles
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
 from streamsmith.defaults import SESSION_TIME_ZONE
+from streamsmith.errors import NEW_FIELDS_MARK
 from streamsmith.processes import private_dir, read_own_file, write_new_file
 from streamsmith.spark import cluster, jars, jvm, jvm_archive
 
@@ -53,6 +55,9 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 # The JVM's note on the module Spark's launcher always adds: nothing a user can act on.
 INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
+# The log record of a query that failed, whose next line is its error.
+QUERY_FAILED = re.compile(rb" ERROR MicroBatchExecution: Query .* terminated with error")
+NEW_FIELDS = NEW_FIELDS_MARK.encode()
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
 _SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # how PySpark passes options to spark-submit
@@ -127,6 +132,14 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
     return conf
 
 
+def _quiet_query_context_logs() -> None:
+    """PySpark logs every analysis error it raises (an unknown column or table) as a JSON
+    record with the JVM's stack trace, before the error reaches its caller; streamsmith
+    says what to fix in one line, so the record only buries it."""
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def submitted_master() -> str | None:
     """The ``--master`` of ``spark-submit`` (or the ``pyspark`` shell) when it started this
     driver's JVM, else None; without it the spec's default ``local[*]`` would silently
@@ -165,6 +178,7 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     else:
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(spec.log_level)
+    _quiet_query_context_logs()
     if not local:
         ship_package(session)
     return session
@@ -267,10 +281,11 @@ def _java_stderr_filtered() -> Iterator[None]:
 
 def _pass_on(read_fd: int, out_fd: int) -> None:
     """Copy lines from ``read_fd`` to ``out_fd`` without the worker's chatter (each
-    message is followed by an empty line, dropped with it) and the JVM's incubator note."""
+    message is followed by an empty line, dropped with it), the JVM's incubator note, and
+    the log of a query stopped on purpose to add a new field (:func:`_stopped_on_purpose`)."""
     after_chatter = False
     with os.fdopen(read_fd, "rb") as pipe, os.fdopen(out_fd, "wb", buffering=0) as out:
-        for line in pipe:
+        for line in _stopped_on_purpose(pipe):
             chatter = WORKER_CHATTER in line
             if line.rstrip() == INCUBATOR_NOTE:
                 continue
@@ -299,6 +314,31 @@ def _cluster_secret(master: str) -> Iterator[None]:
             os.environ.pop(_SUBMIT_ARGS, None)
         else:
             os.environ[_SUBMIT_ARGS] = before
+
+
+def _stopped_on_purpose(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """``lines`` without the error record, stack trace and all, of a query that stopped
+    at a field its schema lacks: with ``add_new_columns`` the runtime stores the field and
+    runs the batch again, which is the design working; with ``fail_on_new_columns`` the
+    run fails with streamsmith's own message naming the field."""
+    held: bytes | None = None  # a query's "terminated with error", until its cause shows
+    dropping = False
+    for line in lines:
+        if dropping and (line[:1].isspace() or line.startswith(b"Caused by")):
+            continue
+        dropping = False
+        if held is not None:
+            dropping = NEW_FIELDS in line
+            if not dropping:
+                yield held
+                yield line
+            held = None
+        elif QUERY_FAILED.search(line):
+            held = line
+        else:
+            yield line
+    if held is not None:
+        yield held
 
 
 def _conf_str(value: str | int | float | bool) -> str:

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StringType, StructType, VariantType
 
 from streamsmith.config import parse_duration
+from streamsmith.errors import NEW_FIELDS_MARK
 from streamsmith.transforms.quarantine import (
     NEW_FIELDS,
     POSITION,
@@ -174,9 +175,9 @@ def _new_fields(schema: StructType, columns: Sequence[str]) -> Column:
     return F.when(F.size(unknown) > 0, F.to_json(record))
 
 
-# How a batch holding a field the schema lacks stops its query: this text, the field's
+# How a batch holding a field the schema lacks stops its query: the mark, the field's
 # JSON (see _new_fields), and the end mark, inside the query's error.
-_NEW_FIELDS_MARK = "streamsmith: new fields "
+_NEW_FIELDS_MARK = NEW_FIELDS_MARK
 _NEW_FIELDS_END = " :streamsmith"
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pyspark.errors import AnalysisException, ParseException
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
@@ -83,10 +83,14 @@ def quarantine_failures(tagged: DataFrame, expectations: Sequence[Expectation]) 
 
 
 def counted(
-    frame: DataFrame, expectations: Sequence[Expectation], judged: Column | None = None
+    frame: DataFrame,
+    expectations: Sequence[Expectation],
+    judged: Column | None = None,
+    observation: Observation | None = None,
 ) -> DataFrame:
     """``frame`` observing, per batch, how many of the ``judged`` records (all, if None)
-    fail each expectation."""
+    fail each expectation, as the metric ``EXPECTATIONS_METRIC`` of a stream's progress,
+    or into ``observation`` (a batch job's)."""
     if not expectations:
         return frame
     judged = judged if judged is not None else F.lit(True)
@@ -94,7 +98,7 @@ def counted(
         F.sum(F.when(judged & e.failed, 1).otherwise(0)).alias(e.name) for e in expectations
     ]
     rows = F.sum(F.when(judged, 1).otherwise(0)).alias(ROWS)
-    return frame.observe(EXPECTATIONS_METRIC, rows, *failures)
+    return frame.observe(observation or EXPECTATIONS_METRIC, rows, *failures)
 
 
 def enforced(events: DataFrame, expectations: Sequence[Expectation]) -> DataFrame:

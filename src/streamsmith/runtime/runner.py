@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from streamsmith.io.lake import read_table, write_table
+from streamsmith.io.lake import read_table
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.scheduler import Clock, run_schedules
@@ -85,7 +85,7 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str,
             if output.role == "late":
                 continue
             part = output_frame(frames, output)
-            write_table(part, output.backfill_path, output.partition_by)
+            output.sink.write_backfill(part, output.backfill_path)
             rows[output.table] = read_table(spark, output.backfill_path).count()
     finally:
         shared.unpersist()

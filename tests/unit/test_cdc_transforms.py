@@ -4,13 +4,16 @@ rows by Spark equals the plain-Python walk over the same feed, whatever the feed
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from change_feeds import CDC, SCHEMA, TRACKED, change_feed, scd1, scd2
-from streamsmith.config import CdcSpec
+from streamsmith import Pipeline
+from streamsmith.config import CdcSpec, Trigger, load_spec
+from streamsmith.runtime.plan import build_plan
 from streamsmith.transforms.cdc import (
     ChangeRules,
     changes,
@@ -81,3 +84,21 @@ def test_the_cdc_block_is_checked_when_the_spec_loads() -> None:
         CdcSpec(keys=("id",), sequence_by="seq", except_columns=("id",))
     with pytest.raises(ValidationError, match="keys"):
         CdcSpec(keys=(), sequence_by="seq")
+
+
+def test_a_python_flow_declares_cdc_as_a_spec_flow_does(tmp_path: Path) -> None:
+    pipeline = Pipeline("crm", sources={"changes": {"format": "jsonl", "path": "in"}})
+
+    @pipeline.flow(
+        sink={"format": "delta", "table": "customer_history"},
+        schema=SCHEMA,
+        cdc={**CDC, "scd_type": 2},
+    )
+    def customer_history(changes: DataFrame) -> DataFrame:
+        return changes
+
+    spec = load_spec(pipeline.default_spec, storage_root=str(tmp_path))
+    declared = spec.flows["customer_history"].cdc
+    assert declared is not None and (declared.keys, declared.scd_type) == (("id",), 2)
+    plan = build_plan(pipeline.app, spec, Trigger("available-now"))
+    assert "changes applied on id (scd type 2)" in plan.outputs[0].sink.describe()

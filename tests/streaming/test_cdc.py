@@ -105,7 +105,8 @@ def test_a_replayed_batch_changes_nothing_and_a_change_without_sequence_fails(
     spec_file = project(tmp_path)
     app, spec = load_pipeline(spec_file)
     plan = build_plan(app, spec, Trigger("available-now"))
-    sink = plan.flows[1].outputs[0].sink
+    (flow,) = [flow for flow in plan.flows if flow.name == "customer_history"]
+    sink = flow.outputs[0].sink
     schema = SPEC["sources"]["changes"]["schema"]
     columns = [field.split()[0] for field in schema.split(", ")]
     events = spark.createDataFrame([tuple(e.get(c) for c in columns) for e in feed], schema)

@@ -105,6 +105,7 @@ class Pipeline:
         name: str | None = ...,
         source: str | None = ...,
         sink: Mapping[str, Any] | None = ...,
+        cdc: Mapping[str, Any] | None = ...,
         schema: StructType | str | None = ...,
         required: Sequence[str] = ...,
         parse: Transform | Literal[False] | None = ...,
@@ -130,6 +131,7 @@ class Pipeline:
         name: str | None = ...,
         source: str | None = ...,
         sink: Mapping[str, Any] | None = ...,
+        cdc: Mapping[str, Any] | None = ...,
         schema: StructType | str | None = ...,
         required: Sequence[str] = ...,
         parse: Transform | Literal[False] | None = ...,
@@ -154,6 +156,7 @@ class Pipeline:
         name: str | None = None,
         source: str | None = None,
         sink: Mapping[str, Any] | None = None,
+        cdc: Mapping[str, Any] | None = None,
         schema: StructType | str | None = None,
         required: Sequence[str] = (),
         parse: Transform | Literal[False] | None = None,
@@ -190,7 +193,10 @@ class Pipeline:
         :class:`Stream` s whose sources the spec names under ``flows.<flow>.streams``;
         ``models`` are model folders. ``stateful`` (default: a window is declared) says the
         output is an aggregation. ``quarantine`` / ``record_late`` off leave those tables to
-        another flow over the same events.
+        another flow over the same events. ``cdc`` (``keys``, ``sequence_by``,
+        ``apply_as_deletes``, ``except_columns``, ``scd_type``, ``track_history_columns``)
+        makes the function's rows change events, applied by key to the flow's delta
+        table (see the how-to on change data capture).
         """
 
         if source is None and len(self.sources) == 1:
@@ -255,6 +261,8 @@ class Pipeline:
                 flow_spec["source"] = source
             if sink is not None:
                 flow_spec["sink"] = dict(sink)
+            if cdc is not None:
+                flow_spec["cdc"] = dict(cdc)
             if stream_sources:
                 flow_spec["streams"] = stream_sources
             if not enabled:

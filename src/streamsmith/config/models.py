@@ -558,6 +558,59 @@ class ExpectationSpec(StrictModel):
         return {"sql": data} if isinstance(data, str) else data
 
 
+class CdcSpec(StrictModel):
+    """Change data capture: the flow's rows are change events, applied to its Delta table
+    by key (as Lakeflow's ``create_auto_cdc_flow`` applies them).
+
+    ``keys`` identify a row; ``sequence_by`` (a column or SQL expression) orders the
+    changes of a key, so duplicates and out-of-order events resolve by it, never by
+    arrival; ``apply_as_deletes`` (a SQL boolean) marks the events that delete their key;
+    ``except_columns`` are left out of the table. ``scd_type: 1`` keeps the latest row
+    per key; ``scd_type: 2`` keeps every version of it, with ``__START_AT`` and
+    ``__END_AT``: a change in ``track_history_columns`` (by default every column but the
+    keys, the except columns and the sequence column) opens a version, a change in the
+    other columns updates the current one in place. See docs/how-to/change-data-capture.md.
+    """
+
+    keys: tuple[str, ...] = Field(min_length=1, description="the columns that identify a row")
+    sequence_by: str = Field(
+        min_length=1, description="a column or SQL expression ordering a key's changes"
+    )
+    apply_as_deletes: str | None = Field(
+        default=None, description="a SQL boolean: true for an event that deletes its key"
+    )
+    except_columns: tuple[str, ...] = Field(
+        default=(), description="columns of the events left out of the table"
+    )
+    scd_type: Literal[1, 2] = Field(
+        default=1, description="1: the latest row per key; 2: every version, with validity"
+    )
+    track_history_columns: tuple[str, ...] | None = Field(
+        default=None,
+        description="scd_type 2: the columns whose change opens a version (default: all "
+        "but keys, except_columns and the sequence column)",
+    )
+
+    @model_validator(mode="after")
+    def _columns_are_consistent(self) -> CdcSpec:
+        for name, columns in (("keys", self.keys), ("except_columns", self.except_columns)):
+            if len(set(columns)) != len(columns):
+                raise ValueError(f"cdc.{name} repeat a column: {list(columns)}")
+        both = sorted(set(self.keys) & set(self.except_columns))
+        if both:
+            raise ValueError(f"cdc.except_columns leaves out key column(s) {', '.join(both)}")
+        tracked = self.track_history_columns
+        if tracked is not None:
+            if self.scd_type != 2:
+                raise ValueError("cdc.track_history_columns is for scd_type: 2 (history)")
+            odd = sorted(set(tracked) & {*self.keys, *self.except_columns})
+            if odd:
+                raise ValueError(
+                    f"cdc.track_history_columns names key or except column(s) {', '.join(odd)}"
+                )
+        return self
+
+
 class FlowSpec(StrictModel):
     """One source -> transform -> sink path.
 
@@ -586,6 +639,10 @@ class FlowSpec(StrictModel):
         description='cron (UTC): this flow\'s own catch-up schedule, e.g. "0 * * * *"',
     )
     enabled: bool = Field(default=True, description="false: the flow does not run")
+    cdc: CdcSpec | None = Field(
+        default=None,
+        description="the rows are change events applied to the flow's delta table by key",
+    )
 
     @model_validator(mode="after")
     def _one_kind_of_code(self) -> FlowSpec:

@@ -16,7 +16,8 @@ a replayed batch must for Spark to report it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -73,7 +74,7 @@ def merge_batch(
 
     session = batch.sparkSession  # the query's own session: its conf is the query's alone
     condition = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in keys)
-    with _idempotent(session, app_id, batch_id):
+    with idempotent(session, app_id, batch_id):
         (
             DeltaTable.forPath(session, str(path))
             .alias("t")
@@ -101,19 +102,17 @@ def overwrite_batch(
     writer.save(str(path))
 
 
-class _idempotent:
-    """Delta's idempotent-DML settings on ``session`` for one statement."""
-
-    def __init__(self, session: SparkSession, app_id: str, batch_id: int) -> None:
-        self.session, self.app_id, self.batch_id = session, app_id, batch_id
-
-    def __enter__(self) -> None:
-        self.session.conf.set(APP_ID_CONF, self.app_id)
-        self.session.conf.set(VERSION_CONF, str(self.batch_id))
-
-    def __exit__(self, *_: object) -> None:
-        self.session.conf.unset(APP_ID_CONF)
-        self.session.conf.unset(VERSION_CONF)
+@contextmanager
+def idempotent(session: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
+    """Delta's idempotent-DML settings on ``session`` for the statements in the block:
+    their commits carry ``app_id`` and ``batch_id``."""
+    session.conf.set(APP_ID_CONF, app_id)
+    session.conf.set(VERSION_CONF, str(batch_id))
+    try:
+        yield
+    finally:
+        session.conf.unset(APP_ID_CONF)
+        session.conf.unset(VERSION_CONF)
 
 
 def _quoted(name: str) -> str:

@@ -620,6 +620,11 @@ def check_output_mode(
     refused = sink.refuses_mode(mode)
     if refused:
         raise UserError(f"{where}: {refused}")
+    if sink.context.cdc is not None and not sink.applies_changes:
+        raise UserError(
+            f"{where}: a cdc flow's change events are applied by key to a delta table: "
+            f"set sink.format: delta (not {sink.format})"
+        )
     rule = definition.event_time
     if definition.stateful:
         if mode == "append" and rule is None:

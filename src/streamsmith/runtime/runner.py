@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from streamsmith.errors import UserError
 from streamsmith.io.files import line_numbering
-from streamsmith.io.lake import read_table, write_table
+from streamsmith.io.lake import read_table
 from streamsmith.monitor.eventlog import EventLog, now_text
 from streamsmith.monitor.progress import expectation_counts
 from streamsmith.monitor.recorder import first_line
@@ -136,7 +136,7 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfill
             part = output_frame(frames, output)
             if output.role == "quarantine" and numbering is not None:
                 part = numbering(part)
-            write_table(part, output.backfill_path, output.partition_by)
+            output.sink.write_backfill(part, output.backfill_path)
             rows[output.table] = read_table(spark, output.backfill_path).count()
         read = shared.count()
     finally:

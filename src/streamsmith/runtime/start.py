@@ -104,7 +104,7 @@ def create_read_tables(spark: SparkSession, plan: Plan) -> None:
             continue
         if not is_delta(main.path):
             frames = flow_frames(spark, flow, plan.root, streaming=True)
-            if main.sink.create(spark, output_frame(frames, main).schema):
+            if main.sink.create(spark, output_frame(frames, main)):
                 log.info(
                     "%s: created table %s, empty, for the flows reading it", flow.name, main.path
                 )

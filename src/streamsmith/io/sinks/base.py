@@ -28,8 +28,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
-from streamsmith.config import PipelineSpec, StrictModel, Trigger
-from streamsmith.io.lake import read_table, start_foreach_batch, start_table_stream, table_path
+from streamsmith.config import CdcSpec, PipelineSpec, StrictModel, Trigger
+from streamsmith.io.lake import (
+    read_table,
+    start_foreach_batch,
+    start_table_stream,
+    table_path,
+    write_table,
+)
 
 OutputMode = Literal["append", "update", "complete"]
 ALL_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
@@ -54,6 +60,12 @@ class SinkContext:
     @property
     def root(self) -> Path:
         return self.spec.root
+
+    @property
+    def cdc(self) -> CdcSpec | None:
+        """The flow's change data capture rules, when its rows are change events."""
+        flow = self.spec.flows.get(self.flow)
+        return flow.cdc if flow is not None else None
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,8 @@ class Sink(ABC):
     # Whether ``target`` names a table (lake, database, memory): a flow's quarantine and
     # late-events tables are named after it, else after the flow.
     writes_table: ClassVar[bool] = False
+    # Whether the sink applies a flow's change events by key (the flow's ``cdc``).
+    applies_changes: ClassVar[bool] = False
 
     def __init__(self, options: SinkOptions, context: SinkContext) -> None:
         self.options = options
@@ -150,10 +164,10 @@ class Sink(ABC):
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Start the streaming query writing ``frame``, idempotent per batch id."""
 
-    def create(self, spark: SparkSession, schema: StructType) -> bool:
-        """Create the sink's table, empty, with ``schema`` unless it exists, so a flow
-        reading it as a stream can start before its first batch; False for a sink whose
-        output no flow can read as a stream (the default)."""
+    def create(self, spark: SparkSession, frame: DataFrame) -> bool:
+        """Create the sink's table, empty, typed from ``frame`` (what the flow writes)
+        unless it exists, so a flow reading it as a stream can start before its first
+        batch; False for a sink whose output no flow can read as a stream (the default)."""
         return False
 
     def secrets(self) -> list[str]:
@@ -178,6 +192,11 @@ class Sink(ABC):
             return []
         shutil.rmtree(path)
         return [str(path)]
+
+    def write_backfill(self, frame: DataFrame, path: Path) -> None:
+        """Replace the table at ``path`` with ``frame``, the flow's output over all its
+        input as one batch (``streamsmith backfill``)."""
+        write_table(frame, path, self.partition_by)
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         """The sink's current content as a batch frame, for tests (``streamsmith.testing``);

@@ -6,7 +6,10 @@
   (``MERGE``: windowed aggregates and latest-state tables live in the lake).
 - ``complete``: each micro-batch replaces the table's content.
 
-The last two run from ``foreachBatch`` with Delta's idempotent-write marks (the query and
+- a flow with ``cdc``: its rows are change events, applied to the table by key each
+  micro-batch, type 1 or 2 (``streamsmith.io.cdc``).
+
+The last three run from ``foreachBatch`` with Delta's idempotent-write marks (the query and
 the batch id in the same commit as the data), so a batch replayed after a crash between
 the Delta commit and the checkpoint's commit leaves the table as it was
 (``streamsmith.io.delta``).
@@ -15,6 +18,7 @@ the Delta commit and the checkpoint's commit leaves the table as it was
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import model_validator
@@ -22,7 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
-from streamsmith.io import delta
+from streamsmith.errors import UserError
+from streamsmith.io import cdc, delta
 from streamsmith.io.sinks.base import (
     ALL_MODES,
     LakeBackedSink,
@@ -32,6 +37,7 @@ from streamsmith.io.sinks.base import (
     UpgradeRules,
     start_batches,
 )
+from streamsmith.transforms.cdc import ChangeRules
 
 
 class DeltaOptions(LakeTableOptions):
@@ -57,6 +63,7 @@ class DeltaSink(LakeBackedSink):
     output_modes = ALL_MODES
     upgrade = UpgradeRules("file", keeps_schema=True, fixed_location=True, adds_columns=True)
     options: DeltaOptions
+    applies_changes = True
 
     @property
     def partition_by(self) -> tuple[str, ...]:
@@ -64,9 +71,20 @@ class DeltaSink(LakeBackedSink):
 
     def describe(self) -> str:
         merged = f", merged on {', '.join(self.options.keys)}" if self.options.keys else ""
+        cdc = self.context.cdc
+        if cdc is not None:
+            merged = f", changes applied on {', '.join(cdc.keys)} (scd type {cdc.scd_type})"
         return f"delta {self.lake_path}{merged}"
 
     def refuses_mode(self, mode: OutputMode) -> str | None:
+        if self.context.cdc is not None:
+            if mode != "append":
+                return (
+                    "a cdc flow's rows are change events, each applied once by key: "
+                    f"use output_mode append (not {mode})"
+                )
+            if self.options.keys:
+                return "a cdc flow merges on cdc.keys: remove sink.keys"
         if mode == "update" and not self.options.keys:
             return (
                 "an update-mode delta sink merges each row on its keys: set sink.keys "
@@ -74,14 +92,26 @@ class DeltaSink(LakeBackedSink):
             )
         return None
 
-    def create(self, spark: SparkSession, schema: StructType) -> bool:
-        delta.create_table(spark, self.lake_path, schema, self.partition_by)
+    def create(self, spark: SparkSession, frame: DataFrame) -> bool:
+        rules = self.change_rules(frame)
+        if rules is not None:  # the table a cdc flow keeps, with its state beside it
+            cdc.create_tables(spark, self.lake_path, frame, rules, self.partition_by)
+        else:
+            delta.create_table(spark, self.lake_path, frame.schema, self.partition_by)
         return True
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         path = self.lake_path
-        self.create(spark, frame.schema)
+        self.create(spark, frame)
         app_id = f"streamsmith:{self.context.app}:{query.name}"
+        rules = self.change_rules(frame)
+        if rules is not None:
+            where = f"flow {self.context.flow!r}"
+
+            def apply(batch: DataFrame, batch_id: int) -> None:
+                cdc.apply_changes(batch, path, rules, app_id, batch_id, where)
+
+            return start_batches(frame, apply, query)
         if query.output_mode == "update":
             keys = self.options.keys
 
@@ -105,6 +135,32 @@ class DeltaSink(LakeBackedSink):
         if self.partition_by:
             writer = writer.partitionBy(*self.partition_by)
         return writer.start(str(path))
+
+    def change_rules(self, frame: DataFrame) -> ChangeRules | None:
+        """The flow's ``cdc`` rules over the columns of ``frame``; None without ``cdc``."""
+        spec = self.context.cdc
+        if spec is None:
+            return None
+        rules = ChangeRules(
+            spec.keys,
+            spec.sequence_by,
+            spec.apply_as_deletes,
+            spec.except_columns,
+            spec.scd_type,
+            spec.track_history_columns,
+        )
+        try:
+            return rules.for_columns(frame.columns)
+        except ValueError as exc:
+            raise UserError(f"flow {self.context.flow!r}: {exc}") from None
+
+    def write_backfill(self, frame: DataFrame, path: Path) -> None:
+        rules = self.change_rules(frame)
+        if rules is None:
+            super().write_backfill(frame, path)
+            return
+        app_id = f"streamsmith:{self.context.app}:{self.context.flow}:backfill"
+        cdc.backfill(frame, path, rules, app_id, self.partition_by)
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return spark.read.format("delta").load(str(self.lake_path))

@@ -85,7 +85,8 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> dict[str,
             if output.role == "late":
                 continue
             part = output_frame(frames, output)
-            write_table(part, output.backfill_path, output.partition_by)
+            table_format = output.sink.table_format
+            write_table(part, output.backfill_path, output.partition_by, table_format)
             rows[output.table] = read_table(spark, output.backfill_path).count()
     finally:
         shared.unpersist()

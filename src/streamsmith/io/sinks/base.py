@@ -29,7 +29,13 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamsmith.config import PipelineSpec, StrictModel, Trigger
-from streamsmith.io.lake import read_table, start_foreach_batch, start_table_stream, table_path
+from streamsmith.io.lake import (
+    TableFormat,
+    read_table,
+    start_foreach_batch,
+    start_table_stream,
+    table_path,
+)
 
 OutputMode = Literal["append", "update", "complete"]
 ALL_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
@@ -133,6 +139,11 @@ class Sink(ABC):
         return ()
 
     @property
+    def table_format(self) -> TableFormat:
+        """The format of the lake table this sink writes, and of its backfill."""
+        return "delta"
+
+    @property
     def spark_name(self) -> str | None:
         """The name Spark must know the query by, when the sink decides it."""
         return None
@@ -216,14 +227,14 @@ class LakeBackedSink(Sink):
         return table_path(self.context.root, self.options.table)
 
     def describe(self) -> str:
-        return f"parquet {self.lake_path}"
+        return f"{self.table_format} {self.lake_path}"
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return read_table(spark, self.lake_path)
 
     def start_file_sink(self, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
-        """``query`` appending ``frame`` to the table through Spark's file sink, whose
-        commit log makes each batch exactly once."""
+        """``query`` appending ``frame`` to the table through Delta's streaming sink or
+        Spark's file sink, whose logs make each batch exactly once."""
         return start_table_stream(
             frame,
             name=query.name,
@@ -232,4 +243,5 @@ class LakeBackedSink(Sink):
             trigger=query.trigger,
             partition_by=self.partition_by,
             output_mode=query.output_mode,
+            table_format=self.table_format,
         )

@@ -23,8 +23,14 @@ from pyspark.sql import functions as F
 
 from streamsmith.config import PipelineSpec
 from streamsmith.errors import UserError
-from streamsmith.io.lake import is_table, model_path, read_table, save_schema, table_path
-from streamsmith.io.lake_paths import is_delta
+from streamsmith.io.lake import (
+    is_table,
+    kept_format,
+    model_path,
+    read_table,
+    save_schema,
+    table_path,
+)
 from streamsmith.ml.anomaly import MODEL_NAME, AnomalyModel, save, train
 from streamsmith.transforms.secops import (
     alerts_by_rule,
@@ -115,7 +121,7 @@ def _write_day(frame: DataFrame, path: Path, day: date) -> Path:
     version wrote one), leaving other days alone."""
     dated = frame.withColumn("date", F.lit(day))
     writer = dated.coalesce(1).write.mode("overwrite").partitionBy("date")
-    if is_table(path) and not is_delta(path):
+    if kept_format(path, "delta") == "parquet":
         writer.option("partitionOverwriteMode", "dynamic").parquet(str(path))
         save_schema(path, dated.schema)
     else:

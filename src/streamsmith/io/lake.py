@@ -61,6 +61,7 @@ __all__ = [
     "TableFormat",
     "backfill_path",
     "is_table",
+    "kept_format",
     "lake_tables",
     "model_path",
     "prepare_table",
@@ -140,6 +141,14 @@ def prepare_table(
         delta.create_table(spark, path, schema, partition_by)
     else:
         save_schema(path, schema)
+
+
+def kept_format(path: Path, new: TableFormat) -> TableFormat:
+    """The format of the table at ``path``: its own when it exists (a lake keeps each
+    table's format), ``new`` for a table yet to be written."""
+    if is_table(path):
+        return "delta" if is_delta(path) else "parquet"
+    return new
 
 
 def write_batch(

@@ -19,8 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.io.lake import TableFormat
-from streamsmith.io.lake_paths import is_delta, is_table
+from streamsmith.io.lake import TableFormat, kept_format
 from streamsmith.io.sinks.base import (
     LakeBackedSink,
     LakeTableOptions,
@@ -63,10 +62,7 @@ class _SideSink(LakeBackedSink):
 
     @property
     def table_format(self) -> TableFormat:
-        path = self.lake_path
-        if is_table(path):
-            return "delta" if is_delta(path) else "parquet"
-        return self._format
+        return kept_format(self.lake_path, self._format)
 
     def app_id(self, query: QueryArgs) -> str:
         """Who the table's idempotent-write marks name (a Delta table's)."""

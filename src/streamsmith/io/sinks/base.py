@@ -106,7 +106,7 @@ class Sink(ABC):
     :meth:`start`; the rest has defaults for a sink that keeps nothing in the lake.
 
     ``format`` is the name users write in the spec; ``kind`` the name plans, status,
-    checkpoint fingerprints and the event log use (``table`` for the lake's parquet,
+    checkpoint fingerprints and the event log use (``table`` for a lake table, Delta or Parquet,
     ``topic`` for kafka, else the format).
     """
 

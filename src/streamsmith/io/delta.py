@@ -149,8 +149,9 @@ def refuse_parquet(path: Path) -> None:
     if is_table(path) and not is_delta(path):
         raise UserError(
             f"table {path.name} at {path} is a Parquet table (Parquet was the default "
-            "sink format before Delta): set `format: parquet` on its flow's sink to keep "
-            "writing it, or rebuild it as Delta with `streamsmith run --full-refresh`"
+            "sink format before Delta): convert it with `streamsmith table convert "
+            f"{path.name}` (its checkpoint resumes), or set `format: parquet` on its "
+            "flow's sink to keep writing Parquet"
         )
 
 

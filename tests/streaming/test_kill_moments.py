@@ -69,9 +69,10 @@ def test_rejects_of_a_batch_the_file_sink_had_committed_reach_the_quarantine(
             (checkpoints[role] / "commits" / name).unlink()
     for written in quarantine.rglob("batch-0-*"):  # a Parquet table's batch 0
         written.unlink()
-    for commit in (quarantine / "_delta_log").glob("*.*"):  # a Delta table's: version 1
-        if commit.name.split(".")[0].isdigit() and int(commit.name.split(".")[0]) > 0:
-            commit.unlink()
+    for entry in (quarantine / "_delta_log").iterdir():  # a Delta table's: version 1,
+        version = entry.name.lstrip(".").split(".")[0]  # its checksums included
+        if version.isdigit() and int(version) > 0:
+            entry.unlink()
     # Always-on, as in the chaos run: the quarantine query finds the main query running.
     queries = start_queries(spark, build_plan(app, pipeline, Trigger("interval", 0.5)))
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.cloudtrail import generate_cloudtrail
+from streamsmith.io.lake import read_table
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import backfill, full_refresh, run_pipeline
 from streamsmith.spark.session import build_session
@@ -65,7 +66,7 @@ def main() -> None:
             started = time.perf_counter()
             run_pipeline(spark, plan)
             durations.append(time.perf_counter() - started)
-        landed = spark.read.parquet(str(plan.outputs[0].path)).count()
+        landed = read_table(spark, plan.outputs[0].path).count()
         assert landed == generated.valid_records, (landed, generated.valid_records)
 
         started = time.perf_counter()

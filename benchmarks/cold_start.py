@@ -44,7 +44,7 @@ from streamsmith.config import SparkSpec
 from streamsmith.spark.session import build_session
 spark = build_session(SparkSpec(master="local[2]"), "cold-start")
 session = time.perf_counter() - started
-spark.read.parquet({table!r}).groupBy("user").count().collect()
+spark.read.format("delta").load({table!r}).groupBy("user").count().collect()
 print(session, time.perf_counter() - started - session)
 """
 QUERY = "SELECT user, sum(clicks) FROM clicks_per_minute GROUP BY user ORDER BY user"

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from streamsmith.io.lake_paths import is_table
+
 RECORDS_PER_FILE = 1000
 QUERIES = {
     "group-by": "SELECT eventName, count(*) AS n FROM cloudtrail_events "
@@ -79,7 +81,7 @@ def median_seconds(runs: int, *args: str) -> tuple[float, float, str]:
 def build_lake(root: Path, records: int) -> float | None:
     """Generate ``records`` CloudTrail records and write them with one available-now run;
     returns the run's seconds (None: a lake kept from an earlier run of the script)."""
-    if (root / "tables/cloudtrail_events/_spark_metadata").is_dir():
+    if is_table(root / "tables/cloudtrail_events"):
         return None
     files = max(1, records // RECORDS_PER_FILE)
     inbox = root / "input/cloudtrail"

@@ -82,7 +82,7 @@ from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.io.kafka.client import consumer_config
-from streamsmith.io.lake import read_table, replace_static_table, table_path
+from streamsmith.io.lake import is_table, read_table, replace_static_table, table_path
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh, run_pipeline
@@ -340,7 +340,7 @@ def check_outputs(spark: SparkSession, root: Path, corrupt: int) -> str:
     for source, paths in OUTPUTS.items():
         found = {}
         for name, (table, quarantine) in paths.items():
-            rows = spark.read.parquet(str(root / table))
+            rows = read_table(spark, root / table)  # the app's Delta, bare Spark's Parquet
             if "window" in rows.columns:  # the fair baseline's bare-Spark shape
                 rows = rows.select("campaign_id", F.col("window.start").alias("window_start"),
                                    F.col("count").alias("views"))  # fmt: skip
@@ -361,9 +361,9 @@ def check_outputs(spark: SparkSession, root: Path, corrupt: int) -> str:
 
 
 def _rows(spark: SparkSession, table: Path) -> int:
-    """Rows of a Parquet table; 0 when no file was written (no rejects: Spark cannot read
-    a schema from nothing)."""
-    return spark.read.parquet(str(table)).count() if any(table.rglob("*.parquet")) else 0
+    """Rows of a table; 0 when none was written (no rejects: bare Spark's file sink
+    leaves no schema to read)."""
+    return read_table(spark, table).count() if is_table(table) else 0
 
 
 def _processing_seconds(batches: list[tuple[str, int]]) -> float:

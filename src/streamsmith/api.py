@@ -15,7 +15,7 @@ reference apps, which are written on this same API::
 
     @pipeline.flow(
         source="orders",
-        sink={"format": "parquet", "table": "order_totals"},
+        sink={"format": "delta", "table": "order_totals"},
         schema="order_id string, amount double, ts timestamp",
         event_time=ss.EventTime("ts", lateness="10 minutes", window="5 minutes"),
         expect={"positive_amount": ss.Expect("amount > 0", "drop")},

@@ -1,10 +1,11 @@
-"""Child process of the Delta merge crash test: running totals per key, merged into a
-Delta table batch by batch, killed (optionally) right after one batch's Delta commit and
-before the checkpoint records the batch.
+"""Child process of the Delta crash test: running totals per key, merged into a Delta
+table batch by batch (or the rows themselves appended, as a flow's quarantine and late
+events are), killed (optionally) right after one batch's Delta commit and before the
+checkpoint records the batch.
 
 Run as ``python delta_merge_child.py INPUT CHECKPOINT TABLE MODE KILL_AT`` with MODE
-``update`` or ``complete`` and KILL_AT a batch id (``-1``: never); an available-now run
-that ends exits 0.
+``update``, ``complete`` or ``append`` and KILL_AT a batch id (``-1``: never); an
+available-now run that ends exits 0.
 """
 
 from __future__ import annotations
@@ -28,18 +29,17 @@ def run(source: str, checkpoint: str, table: str, mode: str, kill_at: str) -> No
         SparkSpec(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}), "delta-crash"
     )
     path = Path(table)
-    totals = (
-        spark.readStream.schema("key string, amount long")
-        .option("maxFilesPerTrigger", 1)
-        .json(source)
-        .groupBy("key")
-        .sum("amount")
-        .withColumnRenamed("sum(amount)", "total")
-    )
+    rows = spark.readStream.schema("key string, amount long").option("maxFilesPerTrigger", 1)
+    rows = rows.json(source)
+    totals = rows.groupBy("key").sum("amount").withColumnRenamed("sum(amount)", "total")
+    if mode == "append":
+        totals = rows
     delta.create_table(spark, path, totals.schema)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        if mode == "update":
+        if mode == "append":
+            delta.append_batch(batch, path, APP_ID, batch_id)
+        elif mode == "update":
             delta.merge_batch(batch, path, ["key"], APP_ID, batch_id)
         else:
             delta.overwrite_batch(batch, path, APP_ID, batch_id)

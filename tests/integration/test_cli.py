@@ -14,6 +14,7 @@ import yaml
 from pyspark.sql import SparkSession
 
 from streamsmith.generate.cloudtrail import generate_cloudtrail
+from streamsmith.io.lake import read_table
 
 
 def streamsmith(
@@ -206,10 +207,7 @@ def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) ->
     backfilled = streamsmith("backfill", "cloudtrail", "--root", str(root), cwd=tmp_path)
     assert backfilled.returncode == 0, backfilled.stderr
     assert f"cloudtrail_events: {expected.valid_records} rows" in backfilled.stdout
-    assert (
-        spark.read.parquet(str(root / "backfill/cloudtrail_events")).count()
-        == expected.valid_records
-    )
+    assert read_table(spark, root / "backfill/cloudtrail_events").count() == expected.valid_records
 
 
 def test_broker_start_status_topic_create_stop(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.io.lake import register_lake_views
+from streamsmith.io.lake_paths import is_delta
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +52,12 @@ def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
     _, stderr = restarted.communicate(timeout=600)
     assert restarted.returncode == 0, stderr[-3000:]
 
-    register_lake_views(spark, tmp_path)
+    tables = register_lake_views(spark, tmp_path)
+    # Delta tables (the default): the main query's streaming sink, the quarantine's
+    # appends marked with their batch ids.
+    assert is_delta(tables["cloudtrail_events"]) and is_delta(
+        tables["cloudtrail_events_quarantine"]
+    )
     ids = [r.eventID for r in spark.table("cloudtrail_events").select("eventID").collect()]
     assert len(ids) == len(set(ids)), "an eventID landed twice"
     assert set(ids) == generated.valid_event_ids

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
-import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 from tutorials import follow, run
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/first-pipeline.md"
@@ -28,7 +28,7 @@ CLOSED = [
 
 
 def windows(table: Path) -> list[tuple[str, str, int]]:
-    frame = pq.read_table(table).to_pandas()
+    frame = DeltaTable(str(table)).to_pyarrow_table().to_pandas()
     return sorted(
         (str(row.window_end)[11:16], str(row.user), int(row.clicks))
         for row in frame.itertuples(index=False)
@@ -84,7 +84,12 @@ def test_the_first_pipeline_tutorial_runs_as_written(home: Path) -> None:
     # After the expectations: the same windows; the failing records are accounted for.
     tables = data() / "tables"
     assert windows(tables / "clicks_per_minute") == CLOSED
-    reasons = pq.read_table(tables / "clicks_per_minute_quarantine").column("reason").to_pylist()
+    reasons = (
+        DeltaTable(str(tables / "clicks_per_minute_quarantine"))
+        .to_pyarrow_table()
+        .column("reason")
+        .to_pylist()
+    )
     assert sorted(reasons) == [
         "expectation known_page failed",
         'field ts: "not a time" is not a timestamp (ISO 8601, e.g. 2001-01-06T15:01:00; set '

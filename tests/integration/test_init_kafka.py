@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 from tutorials import follow, run
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/kafka-to-postgres.md"
@@ -73,14 +73,20 @@ def test_the_kafka_to_postgres_tutorial_runs_as_written(home: Path) -> None:
             data = cwd / "data"
             if runs == 1:  # every valid record counted; two quarantined with their reason
                 assert counts(data) == 15
-                quarantine = pq.read_table(data / "tables/clicks_per_minute_quarantine")
+                quarantine = DeltaTable(
+                    str(data / "tables/clicks_per_minute_quarantine")
+                ).to_pyarrow_table()
                 assert sorted(quarantine.column("reason").to_pylist()) == [
                     "missing or invalid field ts",
                     "missing or invalid field user",
                 ]
             else:  # the same records again: 12 behind the 10:07 watermark, 3 counted
                 assert counts(data) == 18
-                late = pq.read_table(data / "tables/clicks_per_minute_late").to_pylist()
+                late = (
+                    DeltaTable(str(data / "tables/clicks_per_minute_late"))
+                    .to_pyarrow_table()
+                    .to_pylist()
+                )
                 assert len(late) == 12
                 assert {row["watermark"].strftime("%H:%M") for row in late} == {"10:07"}
     assert ran[-1] == "streamsmith broker stop" and runs == 2

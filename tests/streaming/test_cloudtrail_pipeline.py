@@ -12,7 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.cloudtrail import CorruptKind, generate_cloudtrail
-from streamsmith.io.lake import register_lake_views
+from streamsmith.io.lake import read_table, register_lake_views
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.runner import backfill, full_refresh, run_pipeline
 
@@ -134,7 +134,7 @@ def test_backfill_equals_stream_and_full_refresh_reprocesses(
     assert not (tmp_path / "tables/cloudtrail_events").exists()
     run_pipeline(spark, plan)
     assertDataFrameEqual(
-        spark.read.parquet(str(tmp_path / "tables/cloudtrail_events")),
+        read_table(spark, tmp_path / "tables/cloudtrail_events"),
         spark.table("cloudtrail_events_backfill"),
     )
 

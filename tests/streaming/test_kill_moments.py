@@ -47,11 +47,11 @@ def test_a_query_killed_writing_its_first_offsets_starts_again(
 def test_rejects_of_a_batch_the_file_sink_had_committed_reach_the_quarantine(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Killed after the table's file sink logged batch 0 and before the query's commit
-    log did, and before the quarantine query wrote that input's rejects. On restart the
-    file sink skips batch 0 without running it, and Spark still reports the batch's
-    observed metrics, as zeros; the quarantine query took "0 rejected" for the truth
-    and skipped its batch: the reject was never quarantined."""
+    """Killed after the table's sink (Delta's, or Spark's file sink) logged batch 0 and
+    before the query's commit log did, and before the quarantine query wrote that input's
+    rejects. On restart the sink skips batch 0 without running it, and Spark still
+    reports the batch's observed metrics, as zeros; the quarantine query took "0
+    rejected" for the truth and skipped its batch: the reject was never quarantined."""
     folder = feed_project(tmp_path, "sink_ahead", schema="id string, n int")
     lines = [json.dumps({"id": "a", "n": 1}), '{"id": "b", "n": ', json.dumps({"id": "c", "n": 3})]
     (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
@@ -67,8 +67,12 @@ def test_rejects_of_a_batch_the_file_sink_had_committed_reach_the_quarantine(
     for role in ("main", "quarantine"):
         for name in ("0", ".0.crc"):
             (checkpoints[role] / "commits" / name).unlink()
-    for written in quarantine.rglob("batch-0-*"):
+    for written in quarantine.rglob("batch-0-*"):  # a Parquet table's batch 0
         written.unlink()
+    for entry in (quarantine / "_delta_log").iterdir():  # a Delta table's: version 1,
+        version = entry.name.lstrip(".").split(".")[0]  # its checksums included
+        if version.isdigit() and int(version) > 0:
+            entry.unlink()
     # Always-on, as in the chaos run: the quarantine query finds the main query running.
     queries = start_queries(spark, build_plan(app, pipeline, Trigger("interval", 0.5)))
     try:

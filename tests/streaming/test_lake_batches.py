@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from streamsmith.io.lake import replace_batch_files
+from streamsmith.io.lake import prepare_table, read_table, replace_batch_files, write_batch
 
 SCHEMA = "n int, day string"
 
@@ -28,3 +28,26 @@ def test_a_replayed_batch_replaces_its_files_and_leaves_the_others(
     assert sorted((r.n, r.day) for r in rows) == [(1, "mon"), (2, "tue"), (6, "mon")]
     # Batch 1's first attempt is gone, with the partition only it had.
     assert sorted(p.name for p in table.iterdir()) == ["day=mon", "day=tue"]
+
+
+def test_a_replayed_batch_of_a_delta_table_commits_nothing_and_counts_its_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "table"
+    prepare_table(spark, table, spark.createDataFrame([], SCHEMA).schema, ("day",), "delta")
+
+    def write(rows: list[tuple[int, str]], batch_id: int) -> int:
+        frame = spark.createDataFrame(rows, SCHEMA)
+        return write_batch(frame, table, batch_id, ("day",), app_id="side-query")
+
+    assert write([(1, "mon"), (2, "tue")], 0) == 2
+    assert write([(3, "mon"), (4, "wed")], 1) == 2
+    # Batch 1 replayed after a crash between its Delta commit and the checkpoint's: the
+    # same input, read again (its rows are counted) but not committed a second time.
+    assert write([(3, "mon"), (4, "wed")], 1) == 2
+    assert write([], 2) == 0
+
+    rows = read_table(spark, table).collect()
+    assert sorted((r.n, r.day) for r in rows) == [(1, "mon"), (2, "tue"), (3, "mon"), (4, "wed")]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()
+    assert sorted(row.operation for row in history) == ["CREATE TABLE", "WRITE", "WRITE", "WRITE"]

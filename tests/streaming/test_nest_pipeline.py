@@ -13,7 +13,7 @@ from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.nest import nest_data, publish
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.kafka.client import ensure_topic
-from streamsmith.io.lake import register_lake_views, replace_static_table, table_path
+from streamsmith.io.lake import read_table, register_lake_views, replace_static_table, table_path
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import backfill, run_pipeline
 from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
@@ -60,5 +60,5 @@ def test_nest_flows_and_report_match_the_generated_counts(
     assert {row.sightings for row in above} == {busiest}
 
     backfill(spark, build_plan(APP, spec))
-    stats_backfill = spark.read.parquet(str(tmp_path / "backfill/camera_stats"))
+    stats_backfill = read_table(spark, tmp_path / "backfill/camera_stats")
     assert sorted(int(r.value) for r in stats_backfill.collect()) == sorted(data.sightings.values())

@@ -73,12 +73,12 @@ def test_the_platform_structures_attributes_and_alerts_exactly(
     # The same code as a batch job over the same input: the same results, ids included.
     backfill(spark, build_plan(app, spec, Trigger("available-now")))
     alerts = read_table(spark, table_path(tmp_path, "alerts")).collect()
-    batch_alerts = spark.read.parquet(str(backfill_path(tmp_path, "alerts"))).collect()
+    batch_alerts = read_table(spark, backfill_path(tmp_path, "alerts")).collect()
     assert sorted(a.alert_id for a in batch_alerts) == sorted(a.alert_id for a in alerts)
-    batch_devices = spark.read.parquet(str(backfill_path(tmp_path, "auth_devices")))
+    batch_devices = read_table(spark, backfill_path(tmp_path, "auth_devices"))
     assert {r.event_id: r.mac for r in batch_devices.collect()} == data.holders
     leases = read_table(spark, table_path(tmp_path, "leases")).collect()
-    batch_leases = spark.read.parquet(str(backfill_path(tmp_path, "leases"))).collect()
+    batch_leases = read_table(spark, backfill_path(tmp_path, "leases")).collect()
     assert sorted(batch_leases) == sorted(leases)
 
     check_report(spark, spec, data)

@@ -195,7 +195,12 @@ def test_delta_tables_take_appends_and_merge_open_windows_by_key(
 ) -> None:
     """The same pipeline with Delta sinks: the appended table equals the Parquet one, and
     in update mode every window is merged as it changes, the still-open one included."""
-    parquet = run_all(spark, tmp_path / "parquet")
+    parquet = run_all(
+        spark,
+        tmp_path / "parquet",
+        "flows.checked.sink.format=parquet",
+        "flows.per_minute.sink.format=parquet",
+    )
     delta = run_all(
         spark,
         tmp_path / "delta",

@@ -38,8 +38,15 @@ def test_stateful_apps_lay_out_postgres_memory_quarantine_and_late_outputs(tmp_p
     ("sets", "message"),
     [
         (
-            ["flows.signal_windows_final.sink.output_mode=update"],
+            [
+                "flows.signal_windows_final.sink.format=parquet",
+                "flows.signal_windows_final.sink.output_mode=update",
+            ],
             "a parquet sink takes output mode append, not update",
+        ),
+        (  # the default, delta, takes update mode on the columns it merges on
+            ["flows.signal_windows_final.sink.output_mode=update"],
+            "an update-mode delta sink merges each row on its keys: set sink.keys",
         ),
         (
             [

@@ -99,7 +99,7 @@ def test_the_sink_names_its_dead_letter_topic_and_a_flow_its_trigger(tmp_path: P
         ),
         (
             {"flow": {"sink": {"table": "fast"}}},
-            r"its parquet sink \(table fast\) writes micro-batches; Real-time Mode writes to Kafka",
+            r"its delta sink \(table fast\) writes micro-batches; Real-time Mode writes to Kafka",
         ),
         (
             {"source": {"format": "jsonl", "path": "in", "options": {}}},

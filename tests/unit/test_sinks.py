@@ -42,7 +42,7 @@ def test_switching_format_drops_the_defaults_keys_but_not_the_users(tmp_path: Pa
         plan_with(tmp_path, "flows.cloudtrail_events.sink.key=[eventID]")
     message = str(error.value)
     assert "invalid key 'flows.cloudtrail_events.sink.key' in --set" in message
-    assert "key is for postgres sinks, not parquet" in message
+    assert "key is for postgres sinks, not delta" in message
     with pytest.raises(UserError, match="a console sink has no key 'rows'"):
         plan_with(tmp_path, "flows.cloudtrail_events.sink.format=console",
                   "flows.cloudtrail_events.sink.rows=5")  # fmt: skip

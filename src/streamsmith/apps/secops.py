@@ -128,7 +128,9 @@ def auth_devices(
 
 
 @_over_logins(
-    {"table": "alerts"},
+    # Parquet: the alert_topic and alert_webhook flows read it back as a stream through
+    # the parquet file source, which follows Spark's file-sink log (not a Delta log).
+    {"format": "parquet", "table": "alerts"},
     (DHCP, Stream("flows", flow_events, FLOW_SCHEMA)),
     f"brute force (>= {THRESHOLD} failures in {WINDOW}, {COOLDOWN} cooldown), "
     f"new and silent ({SILENCE}) devices, anomalous hosts (model {MODEL_NAME})",

@@ -23,7 +23,14 @@ from pyspark.sql import functions as F
 
 from streamsmith.config import PipelineSpec
 from streamsmith.errors import UserError
-from streamsmith.io.lake import is_table, model_path, read_table, save_schema, table_path
+from streamsmith.io.lake import (
+    is_table,
+    kept_format,
+    model_path,
+    read_table,
+    save_schema,
+    table_path,
+)
 from streamsmith.ml.anomaly import MODEL_NAME, AnomalyModel, save, train
 from streamsmith.transforms.secops import (
     alerts_by_rule,
@@ -110,16 +117,15 @@ def _day(spark: SparkSession, root: Path, table: str, condition: Column) -> Data
 
 
 def _write_day(frame: DataFrame, path: Path, day: date) -> Path:
-    """Replace ``day``'s partition of a report table, leaving other days alone."""
+    """Replace ``day``'s partition of a report table (Delta, or Parquet where an earlier
+    version wrote one), leaving other days alone."""
     dated = frame.withColumn("date", F.lit(day))
-    (
-        dated.coalesce(1)
-        .write.mode("overwrite")
-        .option("partitionOverwriteMode", "dynamic")
-        .partitionBy("date")
-        .parquet(str(path))
-    )
-    save_schema(path, dated.schema)
+    writer = dated.coalesce(1).write.mode("overwrite").partitionBy("date")
+    if kept_format(path, "delta") == "parquet":
+        writer.option("partitionOverwriteMode", "dynamic").parquet(str(path))
+        save_schema(path, dated.schema)
+    else:
+        writer.format("delta").option("replaceWhere", f"date = '{day.isoformat()}'").save(str(path))
     return path
 
 

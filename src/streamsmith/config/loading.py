@@ -63,7 +63,7 @@ def _reader_flow_defaults(document: Mapping[str, Any]) -> dict[str, dict[str, An
     flows = document.get("flows")
     only = next(iter(sources)) if isinstance(sources, Mapping) and len(sources) == 1 else None
     return {
-        str(name): {"sink": {"format": "parquet", "table": str(name)}}
+        str(name): {"sink": {"format": "delta", "table": str(name)}}
         | ({"source": only} if only is not None else {})
         for name in (flows if isinstance(flows, Mapping) else ())
     }

@@ -359,9 +359,7 @@ class SinkSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, str_strip_whitespace=True)
 
-    format: str = Field(
-        default="parquet", pattern=_IDENTIFIER, description="see Sink formats below"
-    )
+    format: str = Field(default="delta", pattern=_IDENTIFIER, description="see Sink formats below")
     output_mode: OutputMode = Field(
         default="append", description="append: new rows; update: changed rows; complete: all"
     )

@@ -20,10 +20,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from streamsmith.io.lake_paths import is_delta
+from streamsmith.errors import UserError
+from streamsmith.io.lake_paths import is_delta, is_table
 
 APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -33,8 +35,11 @@ def create_table(
     spark: SparkSession, path: Path, schema: StructType, partition_by: Sequence[str] = ()
 ) -> None:
     """Create an empty Delta table at ``path`` with ``schema`` unless one exists, so the
-    table can be queried (and merged into) before its first batch."""
+    table can be queried (and merged into) before its first batch. A Parquet table
+    already there (the lake's format before Delta) is refused, not mixed in."""
     from delta.tables import DeltaTable
+
+    refuse_parquet(path)
 
     builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(schema)
     if partition_by:
@@ -113,6 +118,55 @@ def idempotent(session: SparkSession, app_id: str, batch_id: int) -> Iterator[No
     finally:
         session.conf.unset(APP_ID_CONF)
         session.conf.unset(VERSION_CONF)
+
+
+def append_batch(
+    batch: DataFrame, path: Path, app_id: str, batch_id: int, partition_by: Sequence[str] = ()
+) -> int:
+    """Append ``batch`` to the table once per ``(app_id, batch_id)``; returns its rows
+    (those of the first attempt when the batch is a replay, which writes nothing).
+
+    For tables a ``foreachBatch`` writes (a flow's quarantine and late events): the
+    marks go into the append's commit, as for :func:`merge_batch`.
+    """
+    counted = Observation(f"rows-{app_id}-{batch_id}")
+    batch = batch.observe(counted, F.count(F.lit(1)).alias("rows"))
+    if not already_applied(batch, path, app_id, batch_id):
+        writer = (
+            batch.write.format("delta")
+            .mode("append")
+            .option("mergeSchema", "true")  # new columns of an evolved input are added
+            .option("txnAppId", app_id)
+            .option("txnVersion", str(batch_id))
+        )
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(str(path))
+    return int(counted.get.get("rows", 0))
+
+
+def overwrite_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = ()) -> None:
+    """Replace the whole table with ``frame`` (a backfill), its schema included; a
+    Parquet folder an earlier version left there is removed first."""
+    if is_table(path) and not is_delta(path):
+        import shutil
+
+        shutil.rmtree(path)
+    writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(str(path))
+
+
+def refuse_parquet(path: Path) -> None:
+    """Refuse to write Delta over a Parquet table (written before Delta was the default)."""
+    if is_table(path) and not is_delta(path):
+        raise UserError(
+            f"table {path.name} at {path} is a Parquet table (Parquet was the default "
+            "sink format before Delta): convert it with `streamsmith table convert "
+            f"{path.name}` (its checkpoint resumes), or set `format: parquet` on its "
+            "flow's sink to keep writing Parquet"
+        )
 
 
 def _quoted(name: str) -> str:

@@ -1,12 +1,19 @@
-"""The Parquet lake under ``<storage_root>/tables``.
+"""The lake under ``<storage_root>/tables``: Delta tables, or Parquet ones.
 
-Streaming writes go through Spark's file sink: each micro-batch's files are listed in
-the table's ``_spark_metadata`` commit log only once the batch commits, and a batch
-replayed after a crash rewrites the same entry. Readers that go through Spark
-(``spark.read.parquet``, ``streamsmith query``) read that log and so never see files of
-a failed batch; tools that list the folder directly (pyarrow, DuckDB) can. Tables a
-``foreachBatch`` writes (late events, the quarantine of file-fed flows) have no commit
-log: each batch's files carry its id and a replay replaces them
+A Delta table (the default) has a transaction log: readers see committed versions only,
+so the files of a batch killed before its commit are never read, whatever reads them.
+Streaming appends go through Delta's streaming sink (the query's id and batch id are
+committed with the batch's files, and a replay is skipped); tables a ``foreachBatch``
+writes (late events, the quarantine of file-fed flows) commit each batch with Delta's
+idempotent-write marks (``streamsmith.io.delta``).
+
+A Parquet table (``format: parquet``, and tables written before Delta was the default)
+goes through Spark's file sink: each micro-batch's files are listed in the table's
+``_spark_metadata`` commit log only once the batch commits, and a batch replayed after a
+crash rewrites the same entry. Readers that go through Spark (``spark.read.parquet``,
+``streamsmith query``) read that log and so never see files of a failed batch; tools
+that list the folder directly (pyarrow, DuckDB) can. Parquet tables a ``foreachBatch``
+writes have no commit log: each batch's files carry its id and a replay replaces them
 (:func:`replace_batch_files`).
 """
 
@@ -16,7 +23,7 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -25,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import Trigger
 from streamsmith.errors import UserError
+from streamsmith.io import delta
 from streamsmith.io.lake_paths import (
     BACKFILL_DIR,
     CHECKPOINTS_DIR,
@@ -50,10 +58,13 @@ __all__ = [
     "MODEL_FILE",
     "SCHEMA_FILE",
     "TABLES_DIR",
+    "TableFormat",
     "backfill_path",
     "is_table",
+    "kept_format",
     "lake_tables",
     "model_path",
+    "prepare_table",
     "read_table",
     "register_lake_views",
     "replace_batch_files",
@@ -63,8 +74,11 @@ __all__ = [
     "start_foreach_batch",
     "start_table_stream",
     "table_path",
+    "write_batch",
     "write_table",
 ]
+
+TableFormat = Literal["delta", "parquet"]
 
 
 def start_table_stream(
@@ -76,12 +90,15 @@ def start_table_stream(
     trigger: Trigger,
     partition_by: Sequence[str] = (),
     output_mode: str = "append",
+    table_format: TableFormat = "parquet",
 ) -> StreamingQuery:
-    """Start a named streaming query appending ``frame`` to a Parquet table."""
-    save_schema(path, frame.schema)
+    """Start a named streaming query appending ``frame`` to a table: through Delta's
+    streaming sink, or Spark's Parquet file sink."""
+    prepare_table(frame.sparkSession, path, frame.schema, partition_by, table_format)
     writer = (
         frame.writeStream.queryName(name)
-        .format("parquet")
+        .format(table_format)
+        .option("mergeSchema", "true")  # Delta adds new columns; Spark's file sink ignores it
         .outputMode(output_mode)
         .option("checkpointLocation", str(checkpoint))
         .trigger(**trigger.spark_kwargs())
@@ -109,6 +126,46 @@ def start_foreach_batch(
         .foreachBatch(write)
         .start()
     )
+
+
+def prepare_table(
+    spark: SparkSession,
+    path: Path,
+    schema: StructType,
+    partition_by: Sequence[str],
+    table_format: TableFormat,
+) -> None:
+    """Make the table queryable before its first batch: an empty Delta table, or a
+    Parquet folder with its saved schema."""
+    if table_format == "delta":
+        delta.create_table(spark, path, schema, partition_by)
+    else:
+        save_schema(path, schema)
+
+
+def kept_format(path: Path, new: TableFormat) -> TableFormat:
+    """The format of the table at ``path``: its own when it exists (a lake keeps each
+    table's format), ``new`` for a table yet to be written."""
+    if is_table(path):
+        return "delta" if is_delta(path) else "parquet"
+    return new
+
+
+def write_batch(
+    frame: DataFrame,
+    path: Path,
+    batch_id: int,
+    partition_by: Sequence[str] = (),
+    *,
+    app_id: str,
+) -> int:
+    """Write ``frame`` as micro-batch ``batch_id`` of the table a ``foreachBatch`` of
+    ``app_id`` keeps at ``path`` (made by :func:`prepare_table`), exactly once; returns its
+    rows. Delta: an append committed with the batch's idempotent-write marks; Parquet:
+    the batch's files, replaced on a replay."""
+    if is_delta(path):
+        return delta.append_batch(frame, path, app_id, batch_id, partition_by)
+    return replace_batch_files(frame, path, batch_id, partition_by)
 
 
 def replace_batch_files(
@@ -144,8 +201,16 @@ def replace_batch_files(
     return int(counted.get.get("rows", 0))
 
 
-def write_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = ()) -> None:
+def write_table(
+    frame: DataFrame,
+    path: Path,
+    partition_by: Sequence[str] = (),
+    table_format: TableFormat = "delta",
+) -> None:
     """Replace a table with a batch DataFrame (backfill)."""
+    if table_format == "delta":
+        delta.overwrite_table(frame, path, partition_by)
+        return
     writer = frame.write.mode("overwrite").format("parquet")
     if partition_by:
         writer = writer.partitionBy(*partition_by)

@@ -5,7 +5,8 @@ millions) and posted one by one, each tried ``1 + retries`` times with a bounded
 timeout, the whole batch within ``deadline``. A receiver that is down never fails or
 stalls the stream beyond that deadline: rows not delivered are written to the lake
 table of failed deliveries with the error and the number of attempts, under the batch's
-id, so a replayed batch replaces its own record instead of adding a second one.
+id, so a replayed batch does not add a second record (a Delta table keeps the first; a
+Parquet one, left by an earlier version, has it replaced).
 
 Delivery is at least once: a batch replayed after a crash posts its rows again. Rows
 carry their own ids (``alert_id``), and each POST sends the row's first column in the
@@ -31,7 +32,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 from streamsmith.config import ConfValue, Trigger, parse_duration
 from streamsmith.errors import UserError
 from streamsmith.io.http_json import post_json
-from streamsmith.io.lake import save_schema, start_foreach_batch
+from streamsmith.io.lake import kept_format, prepare_table, start_foreach_batch, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,8 @@ def start_webhook_stream(
 ) -> StreamingQuery:
     """Start a query posting every new row to the webhook; failures land in
     ``undelivered`` (a lake table partitioned by ``batch_id``)."""
-    save_schema(undelivered, UNDELIVERED_SCHEMA)
+    table_format = kept_format(undelivered, "delta")
+    prepare_table(frame.sparkSession, undelivered, UNDELIVERED_SCHEMA, ("batch_id",), table_format)
 
     def post_batch(batch: DataFrame, batch_id: int) -> None:
         rows = [row.asDict(recursive=True) for row in batch.collect()]
@@ -127,10 +129,9 @@ def start_webhook_stream(
             for row, error, attempts in failed
         ]
         spark: SparkSession = batch.sparkSession
-        part = undelivered / f"batch_id={batch_id}"  # the partition column lives in the path
-        without_batch = StructType(UNDELIVERED_SCHEMA.fields[:-1])
-        spark.createDataFrame(records, without_batch).coalesce(1).write.mode("overwrite").parquet(
-            str(part)
-        )
+        failures = spark.createDataFrame(
+            [(*record, batch_id) for record in records], UNDELIVERED_SCHEMA
+        ).coalesce(1)
+        write_batch(failures, undelivered, batch_id, ("batch_id",), app_id=f"streamsmith:{name}")
 
     return start_foreach_batch(frame, post_batch, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -6,9 +6,10 @@ file), written only once the batch commits, and every tenth batch a ``.compact``
 holding the whole list so far. Spark reads exactly the files of that log, so the files
 of a batch killed before its commit, though in the folder, are never read; so does this
 module. A Delta table's files are those of its transaction log's latest version
-(delta-rs reads the log). Tables without a log (backfills, tables written from
-``foreachBatch``, lookup tables) are listed as Spark lists a folder: names starting
-with ``_`` or ``.`` are skipped, ``key=value`` folders are partitions.
+(delta-rs reads the log): every lake table unless its flow chose Parquet. Tables
+without a log (Parquet tables written from ``foreachBatch``, lookup tables) are listed
+as Spark lists a folder: names starting with ``_`` or ``.`` are skipped, ``key=value``
+folders are partitions.
 
 Types come from the schema streamsmith saves beside every table (Spark's schema JSON);
 Spark types map to DuckDB types one to one (``timestamp`` is an instant: TIMESTAMPTZ).

@@ -15,9 +15,10 @@ When it cannot tell (the main query is not running in this process, ran that inp
 before a restart, has not reached it within the wait, or reported the batch without
 running it: Spark's file sink skips a batch it had committed before a crash and reports
 zeros, see ``FlowFacts``), it reads the batch as before: skipping is an optimisation,
-never a guess. The quarantine rows of a batch are written
-under names carrying the batch id and replaced when the batch is replayed, so the table
-stays exactly-once without Spark's file sink (which cannot skip a batch).
+never a guess. The quarantine rows of a batch are committed to a Delta table with the
+batch id as its idempotent-write mark (a Parquet table: written under names carrying the
+batch id and replaced when the batch is replayed), so the table stays exactly-once
+without a streaming sink (which cannot skip a batch).
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamsmith.config import Trigger
-from streamsmith.io.lake import COMMIT_LOG, replace_batch_files, save_schema, start_foreach_batch
+from streamsmith.io.lake import (
+    COMMIT_LOG,
+    TableFormat,
+    prepare_table,
+    start_foreach_batch,
+    write_batch,
+)
 from streamsmith.monitor import observed
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.flow_batches import CARRIED_COLUMNS, Facts, FlowCover, FlowFacts, Part
@@ -42,10 +49,14 @@ log = logging.getLogger(__name__)
 BATCH = "_flow_batch"  # which main-query batch carried a row
 
 
-def can_skip_clean_input(quarantine_path: Path, *, single_input: bool) -> bool:
+def can_skip_clean_input(
+    quarantine_path: Path, table_format: TableFormat, *, single_input: bool
+) -> bool:
     """Whether a quarantine query can skip batches its flow found clean: a flow reading
-    one source, and a table not already kept by Spark's file sink (its commit log would
-    hide files written any other way)."""
+    one source, and a table not already kept by Spark's Parquet file sink (its commit
+    log would hide files written any other way)."""
+    if table_format == "delta":
+        return single_input
     return single_input and not (quarantine_path / COMMIT_LOG).exists()
 
 
@@ -82,12 +93,14 @@ def start_quarantine_stream(
     partition_by: tuple[str, ...],
     cover: FlowCover,
     facts: FlowFacts,
+    table_format: TableFormat,
+    app_id: str,
     numbering: Callable[[DataFrame], DataFrame] | None = None,
 ) -> StreamingQuery:
     """Start the quarantine query writing ``frame`` to ``path``, skipping batches whose
     input the flow's main query found clean; with ``numbering``, each row read from a
     file of lines gets its line and its number (``io.files.with_line_numbers``)."""
-    save_schema(path, frame.schema)
+    prepare_table(frame.sparkSession, path, frame.schema, partition_by, table_format)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         parts = cover.parts(batch_id)
@@ -108,11 +121,11 @@ def start_quarantine_stream(
             if numbering is not None:  # read twice (its files, its rows): cached
                 kept = batch.persist()
                 try:
-                    rows = replace_batch_files(numbering(kept), path, batch_id, partition_by)
+                    rows = write_batch(numbering(kept), path, batch_id, partition_by, app_id=app_id)
                 finally:
                     kept.unpersist()
             else:
-                rows = replace_batch_files(batch, path, batch_id, partition_by)
+                rows = write_batch(batch, path, batch_id, partition_by, app_id=app_id)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 
     return start_foreach_batch(frame, write, name=name, checkpoint=checkpoint, trigger=trigger)

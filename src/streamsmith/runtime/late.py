@@ -41,7 +41,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampType
 
 from streamsmith.config import Trigger, parse_duration
-from streamsmith.io.lake import replace_batch_files, save_schema, start_foreach_batch
+from streamsmith.io.lake import TableFormat, prepare_table, start_foreach_batch, write_batch
 from streamsmith.io.sources.base import SourceKind
 from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.monitor import observed
@@ -115,8 +115,11 @@ def start_late_stream(
     flow_checkpoint: Path | None = None,
     source: SourceKind | None = None,
     facts: FlowFacts | None = None,
+    table_format: TableFormat = "delta",
+    app_id: str,
 ) -> StreamingQuery:
-    """Start the companion query writing ``events`` dropped by ``rule`` to ``path``.
+    """Start the companion query writing ``events`` dropped by ``rule`` to ``path``
+    (a table of ``table_format``, its batches marked as ``app_id``'s).
 
     With ``flow_checkpoint`` (the flow's own query) and the kind of its one ``source``,
     each event gets the watermark of the flow's batch that read it
@@ -127,7 +130,8 @@ def start_late_stream(
     """
     if source is None:
         events = events.drop(SOURCE_FILE, POSITION)
-    save_schema(path, late_schema(events.drop(SOURCE_FILE, POSITION).schema))
+    schema = late_schema(events.drop(SOURCE_FILE, POSITION).schema)
+    prepare_table(events.sparkSession, path, schema, (BATCH_COLUMN,), table_format)
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.lateness) * 1_000_000)
     cover = (
@@ -173,11 +177,12 @@ def start_late_stream(
             late = late.withColumn("windows_dropped", F.col("windows_dropped").cast("int"))
             late = late.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
             late = late.drop(SOURCE_FILE, POSITION)
-            # Files moved in whole, named after the batch (no empty partition appears
-            # and vanishes under a reader); a replay replaces them, or the partition an
-            # earlier version wrote.
-            shutil.rmtree(path / f"{BATCH_COLUMN}={batch_id}", ignore_errors=True)
-            dropped = replace_batch_files(late, path, batch_id, (BATCH_COLUMN,))
+            if table_format == "parquet":
+                # Files moved in whole, named after the batch (no empty partition appears
+                # and vanishes under a reader); a replay replaces them, or the partition an
+                # earlier version wrote.
+                shutil.rmtree(path / f"{BATCH_COLUMN}={batch_id}", ignore_errors=True)
+            dropped = write_batch(late, path, batch_id, (BATCH_COLUMN,), app_id=app_id)
         elif not found:  # the fallback needs this batch's newest time for later ones
             watched.select(rule.column).write.format("noop").mode("overwrite").save()
         # else: nothing can be late (no watermark yet, or the flow saw only on-time

@@ -580,9 +580,11 @@ def _outputs(
     )
     companions: list[tuple[Role, Sink]] = []
     if definition.quarantine:
-        companions.append(("quarantine", QuarantineSink(quarantine_table(base), context, query)))
+        quarantine = QuarantineSink(quarantine_table(base), context, query, sink.table_format)
+        companions.append(("quarantine", quarantine))
     if definition.event_time is not None and definition.record_late:
-        late = LateEventsSink(late_table(base), context, query, definition.event_time)
+        rule = definition.event_time
+        late = LateEventsSink(late_table(base), context, query, sink.table_format, rule)
         companions.append(("late", late))
     side_trigger = trigger  # catch-up runs, and flows asked to run as fast as possible
     if not trigger.terminates and trigger.interval_seconds > 0:

@@ -4,6 +4,9 @@ They are sinks like any other (``streamsmith.io.sinks.base``), but the plan adds
 a flow rather than the spec naming them, and they know the flow's main query: each side
 query finds the main query's batches that read its input and skips those the main query
 found clean or on time (``streamsmith.runtime.flow_batches``).
+
+Their tables are Delta tables, or Parquet ones beside a flow writing Parquet (and where
+an earlier version left a Parquet table: a lake keeps its tables' format).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.io.lake import TableFormat, kept_format
 from streamsmith.io.sinks.base import (
     LakeBackedSink,
     LakeTableOptions,
@@ -52,9 +56,20 @@ class MainQuery:
 class _SideSink(LakeBackedSink):
     upgrade = UpgradeRules("file", keeps_schema=True, fixed_location=True)
 
-    def __init__(self, table: str, context: SinkContext, main: MainQuery) -> None:
+    def __init__(
+        self, table: str, context: SinkContext, main: MainQuery, table_format: TableFormat
+    ) -> None:
         super().__init__(LakeTableOptions(table=table), context)
         self.main = main
+        self._format = table_format  # the flow's own table's, or delta
+
+    @property
+    def table_format(self) -> TableFormat:
+        return kept_format(self.lake_path, self._format)
+
+    def app_id(self, query: QueryArgs) -> str:
+        """Who the table's idempotent-write marks name (a Delta table's)."""
+        return f"streamsmith:{self.context.app}:{query.name}"
 
 
 class QuarantineSink(_SideSink):
@@ -71,8 +86,9 @@ class QuarantineSink(_SideSink):
         """Skipping what the flow's main query found clean where it can tell
         (``streamsmith.runtime.clean_input``), else Spark's file sink."""
         main = self.main
+        table_format = self.table_format
         skips = main.prepared and can_skip_clean_input(
-            self.lake_path, single_input=main.source is not None
+            self.lake_path, table_format, single_input=main.source is not None
         )
         if main.source is not None and skips:
             return start_quarantine_stream(
@@ -84,6 +100,8 @@ class QuarantineSink(_SideSink):
                 partition_by=self.partition_by,
                 cover=FlowCover(main.source, main.checkpoint, query.checkpoint),
                 facts=FlowFacts(spark, main.spark_name),
+                table_format=table_format,
+                app_id=self.app_id(query),
                 numbering=main.numbering,
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
@@ -97,8 +115,15 @@ class LateEventsSink(_SideSink):
     kind: ClassVar[str] = "late"
     upgrade = UpgradeRules("foreach", fixed_location=True)
 
-    def __init__(self, table: str, context: SinkContext, main: MainQuery, rule: EventTime) -> None:
-        super().__init__(table, context, main)
+    def __init__(
+        self,
+        table: str,
+        context: SinkContext,
+        main: MainQuery,
+        table_format: TableFormat,
+        rule: EventTime,
+    ) -> None:
+        super().__init__(table, context, main, table_format)
         self.rule = rule
 
     @property
@@ -122,4 +147,6 @@ class LateEventsSink(_SideSink):
             flow_checkpoint=self.main.checkpoint,
             source=source,
             facts=FlowFacts(spark, self.main.spark_name) if source else None,
+            table_format=self.table_format,
+            app_id=self.app_id(query),
         )

@@ -30,6 +30,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import CdcSpec, PipelineSpec, StrictModel, Trigger
 from streamsmith.io.lake import (
+    TableFormat,
     read_table,
     start_foreach_batch,
     start_table_stream,
@@ -112,7 +113,7 @@ class Sink(ABC):
     :meth:`start`; the rest has defaults for a sink that keeps nothing in the lake.
 
     ``format`` is the name users write in the spec; ``kind`` the name plans, status,
-    checkpoint fingerprints and the event log use (``table`` for the lake's parquet,
+    checkpoint fingerprints and the event log use (``table`` for a lake table, Delta or Parquet,
     ``topic`` for kafka, else the format).
     """
 
@@ -145,6 +146,11 @@ class Sink(ABC):
     def partition_by(self) -> tuple[str, ...]:
         """Partition columns, for the backfill of this output too."""
         return ()
+
+    @property
+    def table_format(self) -> TableFormat:
+        """The format of the lake table this sink writes, and of its backfill."""
+        return "delta"
 
     @property
     def spark_name(self) -> str | None:
@@ -196,7 +202,7 @@ class Sink(ABC):
     def write_backfill(self, frame: DataFrame, path: Path) -> None:
         """Replace the table at ``path`` with ``frame``, the flow's output over all its
         input as one batch (``streamsmith backfill``)."""
-        write_table(frame, path, self.partition_by)
+        write_table(frame, path, self.partition_by, self.table_format)
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         """The sink's current content as a batch frame, for tests (``streamsmith.testing``);
@@ -241,14 +247,14 @@ class LakeBackedSink(Sink):
         return table_path(self.context.root, self.options.table)
 
     def describe(self) -> str:
-        return f"parquet {self.lake_path}"
+        return f"{self.table_format} {self.lake_path}"
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return read_table(spark, self.lake_path)
 
     def start_file_sink(self, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
-        """``query`` appending ``frame`` to the table through Spark's file sink, whose
-        commit log makes each batch exactly once."""
+        """``query`` appending ``frame`` to the table through Delta's streaming sink or
+        Spark's file sink, whose logs make each batch exactly once."""
         return start_table_stream(
             frame,
             name=query.name,
@@ -257,4 +263,5 @@ class LakeBackedSink(Sink):
             trigger=query.trigger,
             partition_by=self.partition_by,
             output_mode=query.output_mode,
+            table_format=self.table_format,
         )

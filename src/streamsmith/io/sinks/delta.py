@@ -129,6 +129,7 @@ class DeltaSink(LakeBackedSink):
             frame.writeStream.queryName(query.name)
             .format("delta")
             .outputMode("append")
+            .option("mergeSchema", "true")  # columns added by schema evolution
             .option("checkpointLocation", str(query.checkpoint))
             .trigger(**query.trigger.spark_kwargs())
         )

@@ -1,4 +1,5 @@
-"""The lake table sink: ``<storage_root>/tables/<table>`` through Spark's file sink.
+"""Plain Parquet lake tables (``format: parquet``): ``<storage_root>/tables/<table>``
+through Spark's file sink, for users who want files any tool reads (Delta is the default).
 
 Exactly once: each micro-batch's files enter the table's commit log (``_spark_metadata``)
 only when the batch commits, and a replayed batch rewrites the same entry.
@@ -12,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.errors import UserError
+from streamsmith.io.lake import TableFormat
 from streamsmith.io.lake_paths import is_delta
 from streamsmith.io.sinks.base import LakeBackedSink, LakeTableOptions, QueryArgs, UpgradeRules
 
@@ -35,6 +37,10 @@ class ParquetSink(LakeBackedSink):
     @property
     def partition_by(self) -> tuple[str, ...]:
         return self.options.partition_by
+
+    @property
+    def table_format(self) -> TableFormat:
+        return "parquet"
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         if is_delta(self.lake_path):  # Parquet files beside a Delta log: Delta never sees them

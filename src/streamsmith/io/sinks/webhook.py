@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import ConfValue, HttpUrlSecret
+from streamsmith.io.lake import kept_format
 from streamsmith.io.sinks.base import (
     LakeBackedSink,
     LakeTableOptions,
@@ -54,7 +55,7 @@ class WebhookSink(LakeBackedSink):
         where = urlsplit(self.options.url.get_secret_value())
         return (
             f"webhook {where.scheme}://{where.hostname}:{where.port or ''} (URL redacted; "
-            f"failed deliveries in parquet {self.lake_path})"
+            f"failed deliveries in {kept_format(self.lake_path, 'delta')} {self.lake_path})"
         )
 
     def secrets(self) -> list[str]:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamsmith.io.lake_paths import lake_tables
+from streamsmith.io.lake_paths import is_delta, lake_tables
 from streamsmith.monitor.eventlog import EVENT_COLUMNS, EVENTS_VIEW, events_dir
 from streamsmith.read.errors import NotOnFastPath, first_line
 from streamsmith.read.tables import (
@@ -92,7 +92,7 @@ def answer(
         connection.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
         # The views read each file's footer for its columns, the query again: read once
         connection.execute("SET parquet_metadata_cache = true")
-        fields, folders = _register_views(connection, root, query.tables)
+        fields, folders = _register_views(connection, root, query, time_zone)
         _lock(connection, folders)
         relation = connection.sql(query.to_duckdb(fields, ansi=ansi))
         columns, types = list(relation.columns), list(relation.types)
@@ -118,25 +118,35 @@ def _lock(connection: duckdb.DuckDBPyConnection, folders: Iterable[Path]) -> Non
 
 
 def _register_views(
-    connection: duckdb.DuckDBPyConnection, root: Path, names: Iterable[str]
+    connection: duckdb.DuckDBPyConnection, root: Path, query: SparkQuery, time_zone: str
 ) -> tuple[dict[str, list[Field]], list[Path]]:
-    """A view for each table ``names`` asks for that the lake has; their fields, and the
-    folders the views read."""
+    """A view for each table ``query`` reads that the lake has (one per version it
+    travels to); their fields, and the folders the views read."""
     import duckdb
 
     tables = {name.lower(): path for name, path in lake_tables(root).items()}
     fields: dict[str, list[Field]] = {}
     folders: list[Path] = []
-    for name in sorted(names):
+    for name in sorted(query.tables):
         if name == EVENTS_VIEW:
             connection.execute(f"CREATE VIEW {quote(name)} AS {_events_sql(root)}")
             fields[name] = [Field(column, kind) for column, kind in EVENT_COLUMNS]
             folders.append(events_dir(root))
             continue
-        if name not in tables:
+        travel = query.versions.get(name)
+        if travel is not None:
+            path = tables.get(travel.table.lower())
+            if path is None:
+                continue
+            # a Parquet table has no version: load_table leaves it to Spark, which says so
+            version = travel.resolve(path, time_zone) if is_delta(path) else 0
+            table = load_table(travel.table, path, version)
+        elif name in tables:
+            path = tables[name]
+            table = load_table(name, path)
+        else:
             continue
-        folders.append(tables[name])
-        table = load_table(name, tables[name])
+        folders.append(path)
         raw: dict[str, Any] = {}
         if table.files:  # every file's columns: a table whose schema grew has several
             try:

@@ -115,12 +115,14 @@ def has_timestamp(spark_type: SparkType) -> bool:
     return "timestamp" in json.dumps(spark_type).replace("timestamp_ntz", "")
 
 
-def load_table(name: str, path: Path) -> LakeTable:
-    """The table at ``path`` as Spark would read it now."""
+def load_table(name: str, path: Path, version: int | None = None) -> LakeTable:
+    """The table at ``path`` as Spark would read it now, or at Delta ``version``."""
     path = path.absolute()
     schema: list[Field] | None
     if is_delta(path):
-        found, schema = delta_snapshot(path)
+        found, schema = delta_snapshot(path, version)
+    elif version is not None:
+        raise NotOnFastPath(f"time travel on table {name}, which keeps no versions")
     else:
         found, schema = committed_files(path), _saved_fields(path)
     files = tuple(DataFile(file, _partition_of(file, path)) for file in found)
@@ -141,13 +143,13 @@ def load_table(name: str, path: Path) -> LakeTable:
     return LakeTable(name, path, files, data, partitions)
 
 
-def delta_snapshot(table: Path) -> tuple[list[Path], list[Field]]:
-    """The data files and columns of a Delta table's latest version, from its transaction
-    log (delta-rs: no JVM). Tables whose files alone do not give their rows (deletion
-    vectors, column mapping) are left to Spark."""
+def delta_snapshot(table: Path, version: int | None = None) -> tuple[list[Path], list[Field]]:
+    """The data files and columns of a Delta table's latest version (or ``version``),
+    from its transaction log (delta-rs: no JVM). Tables whose files alone do not give
+    their rows (deletion vectors, column mapping) are left to Spark."""
     from deltalake import DeltaTable
 
-    snapshot = DeltaTable(str(table))
+    snapshot = DeltaTable(str(table), version=version)
     features = set(snapshot.protocol().reader_features or [])
     unsupported = sorted(features & {"deletionVectors", "columnMapping"})
     if unsupported:

@@ -37,6 +37,7 @@ from sqlglot.errors import SqlglotError
 
 from streamsmith.read.errors import NotOnFastPath, first_line
 from streamsmith.read.tables import Field, SparkType
+from streamsmith.read.time_travel import TableVersion
 
 # The functions the fast path takes: each is run on both engines by the corpus.
 TAKEN: frozenset[type[exp.Expr]] = frozenset(
@@ -151,8 +152,7 @@ class SparkQuery:
         if len(statements) != 1 or not isinstance(statements[0], exp.Query):
             raise NotOnFastPath("not a single SELECT query")
         self.tree: exp.Query = statements[0]
-        if any(table.args.get("version") for table in self.tree.find_all(exp.Table)):
-            raise NotOnFastPath("time travel (VERSION or TIMESTAMP AS OF)")
+        self.versions = _versioned_views(self.tree)
         self.tables = _read_tables(self.tree)
 
     def to_duckdb(self, columns: Mapping[str, Sequence[Field]], *, ansi: bool = True) -> str:
@@ -170,6 +170,23 @@ class SparkQuery:
             return tree.sql(dialect="duckdb")
         except SqlglotError as exc:
             raise NotOnFastPath(f"sqlglot cannot write it for DuckDB ({first_line(exc)})") from None
+
+
+def _versioned_views(tree: exp.Expr) -> dict[str, TableVersion]:
+    """Each time-travelling table reference made a view of its own (``name@version=3``),
+    aliased to the table's name so the rest of the query reads as written; the views by
+    lower-case name."""
+    views: dict[str, TableVersion] = {}
+    for table in list(tree.find_all(exp.Table)):
+        if table.args.get("version") is None:
+            continue
+        reference = TableVersion.of(table)
+        if not table.alias:
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
+        table.set("this", exp.to_identifier(reference.view, quoted=True))
+        table.set("version", None)
+        views[reference.view.lower()] = reference
+    return views
 
 
 def _read_tables(tree: exp.Expr) -> frozenset[str]:

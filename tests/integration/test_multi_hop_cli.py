@@ -39,8 +39,11 @@ def test_dry_run_draws_the_graph_and_rejects_a_cycle(tmp_path: Path) -> None:
         "dependency graph (flows start in this order):\n"
         "  source raw_orders -> cleaned\n"
         "  cleaned -> totals (table cleaned, appended rows)\n"
-        "  totals -> history (table totals, its change data feed)"
+        "  totals -> history (table totals, its change data feed)\n"
+        # tables no run has created yet stand in empty, in a scratch folder: none is made
+        "analysed by Spark against their sources: flow cleaned, flow totals, flow history"
     )
+    assert not (tmp_path / "data/tables").exists()
 
     cyclic = copy.deepcopy(SPEC)
     cyclic["sources"]["history_feed"] = {"format": "delta", "table": "history"}

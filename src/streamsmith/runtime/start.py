@@ -94,9 +94,7 @@ def create_read_tables(spark: SparkSession, plan: Plan) -> None:
     """Create, empty, each table another flow reads as a stream and that does not exist
     yet (a stream can only start on an existing table), upstream first, and turn on the
     change data feed of those read by theirs (``read_change_feed``)."""
-    sources = [(f.source, f.source_path) for f in plan.flows]
-    sources += [(s.source, s.source_path) for f in plan.flows for s in f.streams]
-    read = {path for source, path in sources if source.format == "delta"}
+    read = _tables_read(plan)
     feeds = change_feed_tables(plan.spec)
     for flow in plan.flows:  # in dependency order: a table's own inputs exist by now
         main = flow.outputs[0]
@@ -134,24 +132,49 @@ def analysed_flows(plan: Plan) -> list[FlowPlan]:
 def analyse_flows(spark: SparkSession, plan: Plan) -> None:
     """What ``dry-run`` checks: :func:`check_user_flows`, with every input folder that
     does not exist yet stood in for by an empty one (Spark's file source needs its
-    folder to define a stream), so that nothing is read, and no query started."""
-    with tempfile.TemporaryDirectory(prefix="streamsmith-dry-run-") as empty:
+    folder to define a stream), and every table a flow reads that no run has created yet
+    by an empty Delta table typed as its flow writes it, both in a scratch folder: nothing
+    in the lake is read or written, and no query started."""
+    read, feeds = _tables_read(plan), change_feed_tables(plan.spec)
+    with tempfile.TemporaryDirectory(prefix="streamsmith-dry-run-") as scratch:
+        empty = Path(scratch) / "empty"
+        empty.mkdir()
+        tables: dict[Path, Path] = {}  # a table not created yet -> its stand-in
 
         def stand_in(path: Path | None) -> Path | None:
-            return Path(empty) if path is not None and not path.is_dir() else path
+            if path is None:
+                return None
+            if path in tables:
+                return tables[path]
+            return empty if not path.is_dir() else path
 
-        flows = tuple(
-            replace(
-                flow,
-                source_path=stand_in(flow.source_path),
+        flows: list[FlowPlan] = []
+        for planned in plan.flows:  # in dependency order: a flow's inputs stand by now
+            flow = replace(
+                planned,
+                source_path=stand_in(planned.source_path),
                 streams=tuple(
                     replace(stream, source_path=stand_in(stream.source_path))
-                    for stream in flow.streams
+                    for stream in planned.streams
                 ),
             )
-            for flow in plan.flows
-        )
-        check_user_flows(spark, plan.only(flows))
+            flows.append(flow)
+            main = flow.outputs[0]
+            if main.path in read and not is_delta(main.path):
+                table = Path(scratch) / "tables" / main.table
+                frames = flow_frames(spark, flow, plan.root, streaming=True)
+                if main.sink.create(spark, output_frame(frames, main), at=table):
+                    tables[main.path] = table
+                    if main.table in feeds:
+                        record_change_feed(spark, table)
+        check_user_flows(spark, plan.only(tuple(flows)))
+
+
+def _tables_read(plan: Plan) -> set[Path]:
+    """The lake tables flows of ``plan`` read as Delta streams."""
+    sources = [(f.source, f.source_path) for f in plan.flows]
+    sources += [(s.source, s.source_path) for f in plan.flows for s in f.streams]
+    return {path for source, path in sources if source.format == "delta" and path is not None}
 
 
 def _in_spec(plan: Plan, key: tuple[str, ...]) -> bool:

@@ -170,10 +170,11 @@ class Sink(ABC):
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Start the streaming query writing ``frame``, idempotent per batch id."""
 
-    def create(self, spark: SparkSession, frame: DataFrame) -> bool:
-        """Create the sink's table, empty, typed from ``frame`` (what the flow writes)
-        unless it exists, so a flow reading it as a stream can start before its first
-        batch; False for a sink whose output no flow can read as a stream (the default)."""
+    def create(self, spark: SparkSession, frame: DataFrame, at: Path | None = None) -> bool:
+        """Create the sink's table (or one like it ``at`` another folder: ``dry-run``'s
+        stand-in), empty, typed from ``frame`` (what the flow writes) unless it exists, so
+        a flow reading it as a stream can start before its first batch; False for a sink
+        whose output no flow can read as a stream (the default)."""
         return False
 
     def secrets(self) -> list[str]:

@@ -92,12 +92,13 @@ class DeltaSink(LakeBackedSink):
             )
         return None
 
-    def create(self, spark: SparkSession, frame: DataFrame) -> bool:
+    def create(self, spark: SparkSession, frame: DataFrame, at: Path | None = None) -> bool:
+        path = at or self.lake_path
         rules = self.change_rules(frame)
         if rules is not None:  # the table a cdc flow keeps, with its state beside it
-            cdc.create_tables(spark, self.lake_path, frame, rules, self.partition_by)
+            cdc.create_tables(spark, path, frame, rules, self.partition_by)
         else:
-            delta.create_table(spark, self.lake_path, frame.schema, self.partition_by)
+            delta.create_table(spark, path, frame.schema, self.partition_by)
         return True
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:

@@ -118,3 +118,17 @@ def test_the_jvm_log_of_a_query_stopped_to_add_a_field_is_dropped_and_nothing_el
     assert list(_stopped_on_purpose([*stopped, *after])) == after
     assert list(_stopped_on_purpose([*failed, *after])) == [*failed, *after]
     assert list(_stopped_on_purpose([header])) == [header]  # its cause not yet written
+    # On Delta the write's abort is logged first, the stop wrapped in TASK_WRITE_FAILED.
+    aborted = [
+        b"10:00:00 ERROR DeltaFileFormatWriter: Job job_1 aborted.\n",
+        b"10:00:00 ERROR DeltaFileFormatWriter: Aborting job 499f\n",
+        b"org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing\n",
+        b"\tat org.apache.spark.Foo(Foo.scala:1)\n",
+        b"Caused by: org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
+        b'streamsmith: new fields {"fields":["city"]} :streamsmith\n',
+        header,
+        b"org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing\n",
+        b"Caused by: org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
+        b'streamsmith: new fields {"fields":["city"]} :streamsmith\n',
+    ]
+    assert list(_stopped_on_purpose([*aborted, *after])) == after

@@ -25,7 +25,7 @@ from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.scheduler import Clock, run_schedules
-from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
+from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
 from streamsmith.runtime.supervisor import PipelineError, QueryOutcome, RunReport, supervise
 from streamsmith.transforms.expectations import EXPECTATIONS_METRIC
 
@@ -89,11 +89,11 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
                     batch = _backfill_flow(spark, plan, flow)
                     break
                 except Exception as exc:  # a field the schema lacks: add it and run again
-                    refused = refused_new_fields(str(exc))
+                    refused = refused_new_fields(error_text(exc))
                     if flow.schema_store is None and refused is not None:
                         raise PipelineError(f"flow {flow.name}: {refused}") from None
                     store = flow.schema_store
-                    if store is None or add_new_fields(store, str(exc)) is None:
+                    if store is None or add_new_fields(store, error_text(exc)) is None:
                         raise
             report.rows.update(batch.rows)
             read += batch.record["input_rows"]

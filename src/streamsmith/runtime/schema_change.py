@@ -27,6 +27,18 @@ def with_current_schema(parser: Transform | None, store: Path) -> Transform | No
     return replace(parser, schema=current.schema)
 
 
+def error_text(exception: object) -> str:
+    """A failed query's or job's message with those of its causes: a Delta write wraps
+    the batch's own error (the new-field stop among them) in ``TASK_WRITE_FAILED``,
+    whose message only quotes the plan."""
+    parts: list[str] = []
+    seen: object | None = exception
+    while seen is not None and len(parts) < 20:
+        parts.append(str(getattr(seen, "desc", None) or seen))
+        seen = getattr(seen, "_cause", None)
+    return "\n".join(parts)
+
+
 def refused_new_fields(error: str) -> str | None:
     """What to tell the user when a flow that may not gain fields met one
     (``fail_on_new_columns``); None when ``error`` is another."""

@@ -39,7 +39,7 @@ from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.progress import records_read, rows_written
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
-from streamsmith.runtime.schema_change import add_new_fields, refused_new_fields
+from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
 from streamsmith.runtime.start import Started, prepare_flows, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
@@ -210,8 +210,8 @@ class Supervisor:
             slot.tally()
             exception = query.exception()
             if exception is not None:
-                refused = refused_new_fields(str(getattr(exception, "desc", None) or exception))
-                damaged = damaged_gzip(str(getattr(exception, "desc", None) or exception))
+                refused = refused_new_fields(error_text(exception))
+                damaged = damaged_gzip(error_text(exception))
                 if slot.flow.schema_store is None and refused is not None:
                     self._failed(slot, refused, retry=False)  # the same batch would fail again
                 elif damaged is not None:  # so would a damaged file
@@ -279,7 +279,7 @@ class Supervisor:
         schema has a version with the field now, and the query starts again at once to
         run the batch under it (see runtime.schema_change)."""
         store = slot.flow.schema_store
-        error = str(getattr(exception, "desc", None) or exception)
+        error = error_text(exception)
         version = add_new_fields(store, error) if store is not None else None
         if version is None:
             return False

@@ -55,8 +55,10 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 # The JVM's note on the module Spark's launcher always adds: nothing a user can act on.
 INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
-# The log record of a query that failed, whose next line is its error.
-QUERY_FAILED = re.compile(rb" ERROR MicroBatchExecution: Query .* terminated with error")
+# An ERROR log record's first line, and the lines that continue one: an exception
+# ("org.apache...Exception: ..."), its causes, stack frames and "... 12 more".
+ERROR_RECORD = re.compile(rb"^\d\d:\d\d:\d\d ERROR ")
+CONTINUED = re.compile(rb"^(\s|Caused by|[a-z][\w$]*(\.[\w$]+)+(: |\r?$))")
 NEW_FIELDS = NEW_FIELDS_MARK.encode()
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
@@ -317,28 +319,29 @@ def _cluster_secret(master: str) -> Iterator[None]:
 
 
 def _stopped_on_purpose(lines: Iterable[bytes]) -> Iterator[bytes]:
-    """``lines`` without the error record, stack trace and all, of a query that stopped
-    at a field its schema lacks: with ``add_new_columns`` the runtime stores the field and
-    runs the batch again, which is the design working; with ``fail_on_new_columns`` the
-    run fails with streamsmith's own message naming the field."""
-    held: bytes | None = None  # a query's "terminated with error", until its cause shows
-    dropping = False
+    """``lines`` without the error records, stack traces and all, of a query that
+    stopped at a field its schema lacks: with ``add_new_columns`` the runtime stores the
+    field and runs the batch again, which is the design working; with
+    ``fail_on_new_columns`` the run fails with streamsmith's own message naming the field.
+
+    ERROR records in a row (a Delta write logs its aborted job, then the query its
+    failure) and the lines that continue them (exceptions, causes, stack frames) are held
+    as one group, dropped whole when one of its lines carries the new-field mark."""
+    group: list[bytes] = []
     for line in lines:
-        if dropping and (line[:1].isspace() or line.startswith(b"Caused by")):
+        if group and (ERROR_RECORD.match(line) or CONTINUED.match(line)):
+            group.append(line)
             continue
-        dropping = False
-        if held is not None:
-            dropping = NEW_FIELDS in line
-            if not dropping:
-                yield held
-                yield line
-            held = None
-        elif QUERY_FAILED.search(line):
-            held = line
+        if group:
+            if not any(NEW_FIELDS in held for held in group):
+                yield from group
+            group = []
+        if ERROR_RECORD.match(line):
+            group = [line]
         else:
             yield line
-    if held is not None:
-        yield held
+    if group and not any(NEW_FIELDS in held for held in group):
+        yield from group
 
 
 def _conf_str(value: str | int | float | bool) -> str:

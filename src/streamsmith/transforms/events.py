@@ -193,12 +193,20 @@ def stop_on_new_fields(events: DataFrame) -> DataFrame:
 def new_fields_in(error: str) -> tuple[list[str], str, dict[str, Any]] | None:
     """The new fields, where the record holding them came from, and the record, from a
     query's error text (None when the error is another)."""
+    # The mark also shows where an error quotes the plan (the raise_error expression,
+    # as a Delta write's error does): the message is the occurrence followed by JSON.
     start = error.find(_NEW_FIELDS_MARK)
-    end = error.find(_NEW_FIELDS_END, start + 1)
-    if start < 0 or end < 0:
-        return None
-    found = json.loads(error[start + len(_NEW_FIELDS_MARK) : end])
-    return list(found["fields"]), str(found["source"]), json.loads(found["record"])
+    while start >= 0:
+        end = error.find(_NEW_FIELDS_END, start + 1)
+        if end < 0:
+            return None
+        try:
+            found = json.loads(error[start + len(_NEW_FIELDS_MARK) : end])
+        except json.JSONDecodeError:
+            start = error.find(_NEW_FIELDS_MARK, start + 1)
+            continue
+        return list(found["fields"]), str(found["source"]), json.loads(found["record"])
+    return None
 
 
 def _rescued(schema: StructType, columns: Sequence[str], unknown: bool) -> Column:

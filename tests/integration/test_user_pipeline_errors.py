@@ -33,6 +33,10 @@ def broken(clicks):
 
 def misspelled(clicks):
     return clicks.select("usr")
+
+
+def users(clicks):
+    return clicks.select("user", "ts")
 """
 
 
@@ -179,7 +183,7 @@ def test_code_that_raises_fails_the_run_with_the_users_traceback(
 def test_file_reader_options_are_checked_and_shown_by_dry_run(tmp_path: Path) -> None:
     """``sources.<s>.options`` of a file source: a misspelt reader option is one line
     naming it and the options the format takes; the options given are shown."""
-    document = spec()
+    document = spec(transform="flows:users")  # one Spark's analysis accepts: dry-run runs it
     source = document["sources"]["clicks"]  # type: ignore[index]
     source["options"] = {"timestampFormt": "yyyy/MM/dd HH:mm"}
     path = project(tmp_path, document)

@@ -69,7 +69,7 @@ def test_one_catch_up_carries_raw_files_to_gold_and_a_middle_refresh_rebuilds_do
 
     ran = streamsmith(tmp_path, "run", "--trigger", "available-now")
     assert ran.returncode == 0, ran.stderr
-    assert "shop.totals: 1 batches, 5 input rows" in ran.stdout
+    assert "shop.totals: 1 batches, 5 records read, 4 rows written" in ran.stdout
     assert delta_rows(tables / "totals") == TOTALS
 
     refreshed = streamsmith(

@@ -72,6 +72,7 @@ def test_catch_ups_over_random_cuts_give_the_tables_of_the_whole_feed(
     assert gone and gone <= {row.id for row in spark.read.format("delta").load(str(side)).collect()}
 
 
+@pytest.mark.deep  # make test-deep: make test compares catch-ups at random cuts and a backfill
 def test_an_always_on_run_gives_the_same_tables(spark: SparkSession, tmp_path: Path) -> None:
     feed = change_feed(seed=12, events=40)
     spec_file = project(tmp_path)

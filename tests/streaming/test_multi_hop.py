@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -50,6 +51,7 @@ def catch_up(spark: SparkSession, folder: Path, *sets: str) -> None:
     run_pipeline(spark, build_plan(app, spec, Trigger("available-now")))
 
 
+@pytest.mark.deep  # make test-deep: make test covers the hops by catch-ups through the CLI
 def test_always_on_and_catch_ups_carry_raw_orders_to_the_same_gold_tables(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -51,7 +51,7 @@ from streamsmith.io.schema_store import record as record_version
 from streamsmith.runtime.app import App, EventTime
 from streamsmith.runtime.frames import FlowFrames, flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
-from streamsmith.runtime.schema_change import add_new_fields
+from streamsmith.runtime.schema_change import add_new_fields, error_text
 from streamsmith.runtime.start import start_flow, start_queries
 from streamsmith.transforms.events import WINDOW_END, WINDOW_START, RecordParser
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted
@@ -264,7 +264,7 @@ class ChunkRunner:
                 query.processAllAvailable()
             except StreamingQueryException as exc:
                 flow = next(flow for flow in self.plan.flows if output in flow.outputs)
-                error = str(getattr(exc, "desc", None) or exc)
+                error = error_text(exc)
                 if flow.schema_store is None or add_new_fields(flow.schema_store, error) is None:
                     raise
                 ((_, restarted),) = start_flow(self.spark, self.plan, flow, [output])

@@ -466,7 +466,16 @@ def _damaged_file(flow: FlowPlan, path: Path, damage: str) -> str:
 
 
 def _message(exception: object) -> str:
-    return first_line(getattr(exception, "desc", None) or str(exception))
+    """The error's first line; past a wrapper that only says a write failed (a Delta
+    write's ``TASK_WRITE_FAILED``), the first line of the cause that says why."""
+    seen: object | None = exception
+    for _ in range(20):
+        line = first_line(getattr(seen, "desc", None) or str(seen))
+        cause = getattr(seen, "_cause", None)
+        if "[TASK_WRITE_FAILED]" not in line or cause is None:
+            return line
+        seen = cause
+    return line
 
 
 def _rows_read(report: RunReport) -> int:

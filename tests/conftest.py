@@ -26,7 +26,14 @@ from streamsmith.spark.session import build_session
 
 TEST_SPARK = SparkSpec(
     master="local[2]",
-    conf={"spark.sql.shuffle.partitions": 2, "spark.default.parallelism": 2},
+    # One driver JVM serves the whole run: with Delta tables everywhere (each table's log
+    # cached by Delta) the default 1 GiB heap is short, and a driver out of memory stops
+    # its SparkContext for every test after it.
+    conf={
+        "spark.sql.shuffle.partitions": 2,
+        "spark.default.parallelism": 2,
+        "spark.driver.memory": "4g",
+    },
     log_level="ERROR",
 )
 

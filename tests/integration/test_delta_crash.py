@@ -37,7 +37,15 @@ def input_rows(index: int) -> list[dict[str, Any]]:
     return [{"key": f"k{(index + i) % 3}", "amount": index * 10 + i} for i in range(5)]
 
 
-@pytest.mark.parametrize("mode", ["update", "complete", "append"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        # make test kills the MERGE; make test-deep also the overwrite and the append
+        "update",
+        pytest.param("complete", marks=pytest.mark.deep),
+        pytest.param("append", marks=pytest.mark.deep),
+    ],
+)
 def test_sigkill_between_the_delta_commit_and_the_checkpoint_replays_as_a_no_op(
     spark: SparkSession, tmp_path: Path, mode: str
 ) -> None:

@@ -69,6 +69,7 @@ RETAINED_HISTORY = {
     "spark.ui.retainedJobs": "100",
     "spark.ui.retainedStages": "100",
 }
+DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 # Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -107,10 +108,11 @@ def master_on_loopback(master: str) -> bool:
 def default_conf(spec: SparkSpec) -> dict[str, str]:
     """The conf streamsmith sets before the spec's own ``spark.conf`` is applied."""
     cores = local_cores(spec.master)
+    partitions = str(max(2, cores or 8))
     conf = {
         "spark.sql.session.timeZone": SESSION_TIME_ZONE,
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.sql.shuffle.partitions": str(max(2, cores or 8)),
+        "spark.sql.shuffle.partitions": partitions,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
@@ -125,6 +127,11 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
     }
     conf.update(jars.session_conf())  # Kafka, Avro and Delta: resolved by `make setup`
     conf.update(DELTA_CONF)
+    if cores is not None:
+        # Delta rebuilds a table's file list in 50 partitions by default: on a few local
+        # cores that is 50 tasks for a log of a few dozen commits, at every MERGE, read
+        # and checkpoint of a small table.
+        conf[DELTA_SNAPSHOT_PARTITIONS] = partitions
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     options = [f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_archive.java_options(spec.conf)]
     conf["spark.driver.extraJavaOptions"] = " ".join(options)

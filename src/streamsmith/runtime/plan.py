@@ -586,8 +586,9 @@ def _check_several_sinks(
         )
     if trigger.real_time:
         raise UserError(
-            f"{where}, but trigger {trigger} runs a flow as one query: give it one sink, "
-            "or use interval=<duration>"
+            f"{where}, but trigger {trigger} runs a flow as one query (Real-time Mode "
+            "holds a task per Kafka partition for each query): give it one sink, or use "
+            "interval=<duration>"
         )
 
 

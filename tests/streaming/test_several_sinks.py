@@ -4,6 +4,7 @@ line. One quarantine, and the expectation counted once."""
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from streamsmith.cli import cli
-from streamsmith.io.lake import read_table, table_path
+from streamsmith.io.lake import backfill_path, read_table, table_path
 
 SPEC = {
     "name": "actions",
@@ -54,7 +55,7 @@ LINES = [
     '{"action": "close", "ts": "2026-11-25T12:30:00Z"}',  # the watermark reaches 12:20
     '{"action": "open", "ts": ',  # malformed: quarantined
 ]
-HOUR = {hour: datetime(2026, 11, 25, hour) for hour in (10, 11, 12)}  # the session's UTC
+HOUR = {hour: datetime(2026, 11, 25, hour) for hour in (10, 11, 12, 13)}  # the session's UTC
 
 
 def invoke(*args: str) -> str:
@@ -131,3 +132,81 @@ def test_one_aggregate_to_postgres_in_update_mode_and_delta_in_append_mode(
     others = [row for name, row in statuses.items() if name != "actions.action_counts"]
     assert [row["expectations"] for row in others] == [{}, {}, {}]
     assert statuses["actions.action_counts.quarantine"]["quarantined"] == 2
+
+
+LATER = [
+    '{"action": "open", "ts": "2026-11-25T10:15:00Z"}',  # late: the watermark is at 12:20
+    '{"action": "close", "ts": "2026-11-25T13:40:00Z"}',  # the watermark reaches 13:30
+]
+
+
+@pytest.mark.deep
+def test_several_sinks_through_a_hop_a_backfill_a_second_catch_up_and_a_full_refresh(
+    spark: SparkSession, tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAMSMITH_PG_DSN", pg_dsn)
+    monkeypatch.delenv("STREAMSMITH_ROOT", raising=False)
+    document = copy.deepcopy(SPEC)
+    # A flow reading the table the further (Delta) sink writes, as a stream.
+    document["flows"]["opened"] = {
+        "source": "action_counts",
+        "sql": "SELECT window_start, count FROM action_counts WHERE action = 'open'",
+        "sink": {"table": "opened"},
+    }
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(document, sort_keys=False))
+    folder = tmp_path / "data/input/actions"
+    folder.mkdir(parents=True)
+    (folder / "part-0.jsonl").write_text("\n".join(LINES) + "\n")
+    spec = str(tmp_path / "streamsmith.yml")
+    root = tmp_path / "data"
+
+    def opened(path: Path) -> list[tuple[Any, ...]]:
+        return sorted(tuple(row) for row in read_table(spark, path).collect())
+
+    invoke("run", spec)
+    assert opened(table_path(root, "opened")) == [(HOUR[10], 2), (HOUR[11], 1)]
+
+    # A backfill: each sink's own lake table of every window, and the hop reading the
+    # further sink's backfill.
+    backfilled = invoke("backfill", spec)
+    every_window = [
+        ("close", HOUR[10], 1), ("open", HOUR[10], 2), ("open", HOUR[11], 1),
+        ("close", HOUR[12], 1),
+    ]  # fmt: skip
+    assert lake_rows(spark, backfill_path(root, "action_counts")) == every_window
+    assert lake_rows(spark, backfill_path(root, "action_counts__lake")) == every_window
+    assert opened(backfill_path(root, "opened")) == [(HOUR[10], 2), (HOUR[11], 1)]
+    assert "action_counts__lake: 4 rows" in backfilled
+
+    # A second catch-up: the late event is recorded once, not counted by either sink.
+    (folder / "part-1.jsonl").write_text("\n".join(LATER) + "\n")
+    invoke("run", spec)
+    assert counts_in(pg_dsn) == [
+        ("close", HOUR[10], 1), ("open", HOUR[10], 2), ("open", HOUR[11], 1),
+        ("close", HOUR[12], 1), ("close", HOUR[13], 1),
+    ]  # fmt: skip
+    assert lake_rows(spark, table_path(root, "action_counts")) == every_window
+    assert read_table(spark, table_path(root, "action_counts_late")).count() == 1
+    statuses = {
+        row["query"]: row
+        for row in map(json.loads, invoke("status", spec, "--format", "json").splitlines())
+    }
+    assert statuses["actions.action_counts"]["expectations"] == {
+        "known_action": {"passed": 7, "failed": 1}
+    }
+    assert statuses["actions.action_counts.lake"]["expectations"] == {}
+    assert statuses["actions.action_counts.late"]["late"] == 1
+
+    # A full refresh empties both sinks and runs over all input again: one batch, in
+    # which nothing is late.
+    refreshed = invoke("run", spec, "--full-refresh")
+    assert "full refresh: removed postgres table public.action_counts" in refreshed
+    assert counts_in(pg_dsn) == [
+        ("close", HOUR[10], 1), ("open", HOUR[10], 3), ("open", HOUR[11], 1),
+        ("close", HOUR[12], 1), ("close", HOUR[13], 1),
+    ]  # fmt: skip
+    assert lake_rows(spark, table_path(root, "action_counts")) == [
+        ("close", HOUR[10], 1), ("open", HOUR[10], 3), ("open", HOUR[11], 1),
+        ("close", HOUR[12], 1),
+    ]  # fmt: skip
+    assert opened(table_path(root, "opened")) == [(HOUR[10], 3), (HOUR[11], 1)]

@@ -17,7 +17,11 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from streamsmith.cli import cli
+from streamsmith.config import Trigger
 from streamsmith.io.lake import backfill_path, read_table, table_path
+from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.plan import build_plan
+from streamsmith.testing import ChunkRunner
 
 SPEC = {
     "name": "actions",
@@ -210,3 +214,35 @@ def test_several_sinks_through_a_hop_a_backfill_a_second_catch_up_and_a_full_ref
         ("close", HOUR[12], 1),
     ]  # fmt: skip
     assert opened(table_path(root, "opened")) == [(HOUR[10], 3), (HOUR[11], 1)]
+
+
+@pytest.mark.deep
+def test_several_sinks_always_on(
+    spark: SparkSession, tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queries as an always-on run starts them (a micro-batch per arrival), the late
+    event found by the one late-events query."""
+    monkeypatch.setenv("STREAMSMITH_PG_DSN", pg_dsn)
+    monkeypatch.delenv("STREAMSMITH_ROOT", raising=False)
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    app, spec = load_pipeline(tmp_path / "streamsmith.yml")
+    root = tmp_path / "data"
+    with ChunkRunner(spark, build_plan(app, spec, Trigger("interval", 0.0))) as runner:
+        assert [output.query_name for output, _ in runner.queries] == [
+            "actions.action_counts",
+            "actions.action_counts.lake",
+            "actions.action_counts.quarantine",
+            "actions.action_counts.late",
+        ]
+        runner.send([line.encode() for line in LINES])
+        runner.send([line.encode() for line in LATER])
+    assert counts_in(pg_dsn) == [
+        ("close", HOUR[10], 1), ("open", HOUR[10], 2), ("open", HOUR[11], 1),
+        ("close", HOUR[12], 1), ("close", HOUR[13], 1),
+    ]  # fmt: skip
+    # The windows the watermark closed; the 12:00 one once a batch after 13:40 runs.
+    closed = [("close", HOUR[10], 1), ("open", HOUR[10], 2), ("open", HOUR[11], 1)]
+    lake = lake_rows(spark, table_path(root, "action_counts"))
+    assert lake in (closed, [*closed, ("close", HOUR[12], 1)])
+    assert read_table(spark, table_path(root, "action_counts_late")).count() == 1
+    assert read_table(spark, table_path(root, "action_counts_quarantine")).count() == 2

@@ -143,8 +143,9 @@ def spec_page() -> str:
         "",
         "## Sink formats",
         "",
-        "A flow's `sink` names a `format` (default `parquet`) and its `output_mode`; the "
-        "other keys are the format's own, listed here.",
+        "A flow's `sink` (or each of its `sinks`) names a `format` (default `delta`) and "
+        "its `output_mode`; the other keys are the format's own, listed here (under "
+        "`flows.<flow>.sinks.<name>.` for a flow with several).",
         "",
     ]
     for name in formats():
@@ -189,10 +190,11 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 
 
 def _mapped_model(annotation: Any) -> type[BaseModel] | None:
-    if typing.get_origin(annotation) is dict:
-        value = typing.get_args(annotation)[1]
-        if inspect.isclass(value) and issubclass(value, BaseModel):
-            return value
+    for candidate in (annotation, *typing.get_args(annotation)):  # a mapping, or null
+        if typing.get_origin(candidate) is dict:
+            value = typing.get_args(candidate)[1]
+            if inspect.isclass(value) and issubclass(value, BaseModel):
+                return value
     return None
 
 

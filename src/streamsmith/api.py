@@ -105,6 +105,7 @@ class Pipeline:
         name: str | None = ...,
         source: str | None = ...,
         sink: Mapping[str, Any] | None = ...,
+        sinks: Mapping[str, Mapping[str, Any]] | None = ...,
         cdc: Mapping[str, Any] | None = ...,
         schema: StructType | str | None = ...,
         required: Sequence[str] = ...,
@@ -131,6 +132,7 @@ class Pipeline:
         name: str | None = ...,
         source: str | None = ...,
         sink: Mapping[str, Any] | None = ...,
+        sinks: Mapping[str, Mapping[str, Any]] | None = ...,
         cdc: Mapping[str, Any] | None = ...,
         schema: StructType | str | None = ...,
         required: Sequence[str] = ...,
@@ -156,6 +158,7 @@ class Pipeline:
         name: str | None = None,
         source: str | None = None,
         sink: Mapping[str, Any] | None = None,
+        sinks: Mapping[str, Mapping[str, Any]] | None = None,
         cdc: Mapping[str, Any] | None = None,
         schema: StructType | str | None = None,
         required: Sequence[str] = (),
@@ -177,7 +180,10 @@ class Pipeline:
         returns the function unchanged, so it stays a plain function to unit-test.
 
         ``source`` (by default the pipeline's only source) and ``sink`` are the flow's
-        default spec (the spec file may override them). ``schema`` (a StructType or DDL
+        default spec (the spec file may override them); ``sinks`` instead of ``sink``
+        writes the output to several sinks, by name, each with its own ``output_mode``
+        (one query each; the first keeps the flow's query, quarantine and expectation
+        counts: see the how-to on several sinks). ``schema`` (a StructType or DDL
         such as ``"user string, ts timestamp"``; by default the ``schema`` of the source in
         ``sources``, which a spec file may replace) is the records' schema; without
         ``parse``, records are parsed with it and a record that cannot be read, lacks a
@@ -209,6 +215,8 @@ class Pipeline:
             if any(existing.name == flow_name for existing in self._flows):
                 raise UserError(f"pipeline {self.name!r} declares flow {flow_name!r} twice")
             where = f"pipeline {self.name!r} flow {flow_name!r}"
+            if sink is not None and sinks is not None:
+                raise UserError(f"{where}: give sink (one output) or sinks (several), not both")
             declared = self.sources.get(source or "", {})
             record_schema = _schema(schema if schema is not None else declared.get("schema"), where)
             needed = (*declared.get("required", ()), *required)
@@ -261,6 +269,8 @@ class Pipeline:
                 flow_spec["source"] = source
             if sink is not None:
                 flow_spec["sink"] = dict(sink)
+            if sinks is not None:
+                flow_spec["sinks"] = {key: dict(value) for key, value in sinks.items()}
             if cdc is not None:
                 flow_spec["cdc"] = dict(cdc)
             if stream_sources:

@@ -157,7 +157,8 @@ def load_libraries(document: Mapping[str, Any], folder: Path, where: str) -> Lib
                 sql_specs[name] = spec
     flow_specs = {**pipeline.default_spec["flows"], **sql_specs}
     for name, spec in flow_specs.items():
-        spec.setdefault("sink", {"format": "delta", "table": name})
+        if "sinks" not in spec:
+            spec.setdefault("sink", {"format": "delta", "table": name})
     return Library(pipeline.flows, flow_specs)
 
 

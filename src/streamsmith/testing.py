@@ -211,7 +211,7 @@ def _kafka_topics(app: App, index: int, bootstrap: str | None) -> dict[str, Any]
     flows = {
         name: {"sink": {"topic": flow["sink"]["topic"] + suffix}}
         for name, flow in app.default_spec["flows"].items()
-        if flow["sink"].get("format") == "kafka"
+        if (flow.get("sink") or {}).get("format") == "kafka"
     }
     return {"kafka": {"bootstrap_servers": bootstrap}, "sources": sources, "flows": flows}
 

@@ -189,9 +189,9 @@ def _check_lake_tables(sql: str, spec: PipelineSpec) -> None:
     except NotOnFastPath:
         return  # Spark will parse it, and say what is wrong
     lake = {name.lower() for name in lake_tables(spec.root)}
-    for name, flow in spec.flows.items():
-        table = str(flow.sink.settings.get("table", ""))
-        if flow.sink.format == "postgres" and table.lower() in read - lake:
+    for name, sink in ((name, sink) for name, f in spec.flows.items() for _, sink in f.named_sinks):
+        table = str(sink.settings.get("table", ""))
+        if sink.format == "postgres" and table.lower() in read - lake:
             from streamsmith.io.postgres.dsn import dsn_origin
 
             raise UserError(

@@ -105,6 +105,7 @@ def load_spec(
         merged = deep_merge(merged, layer)
     if storage_root is not None:
         merged["storage_root"] = storage_root
+    merged = _one_kind_of_sink(merged, [default, *(layer for _, layer in origins)])
     try:
         spec = PipelineSpec.model_validate(merged)
     except ValidationError as exc:
@@ -112,6 +113,35 @@ def load_spec(
         raise UserError(describe_validation_error(exc, origins, str(app))) from None
     spec._origins = tuple(origins)
     return spec
+
+
+def _one_kind_of_sink(
+    merged: dict[str, Any], layers: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``merged`` with each flow's ``sink`` or ``sinks``, whichever the later layer gave:
+    a spec file's ``sinks`` replaces the ``sink`` an app's defaults give (and the other
+    way round). Given in one layer, both stay, for the spec's check to name the flow."""
+    flows = merged.get("flows")
+    if not isinstance(flows, Mapping):
+        return merged
+
+    def last(flow: str, key: str) -> int:
+        found = -1
+        for index, layer in enumerate(layers):
+            named = layer.get("flows")
+            given = named.get(flow) if isinstance(named, Mapping) else None
+            if isinstance(given, Mapping) and key in given:
+                found = index
+        return found
+
+    kept = dict(flows)
+    for name, flow in flows.items():
+        if isinstance(flow, Mapping) and "sink" in flow and "sinks" in flow:
+            single, several = last(name, "sink"), last(name, "sinks")
+            if single != several:
+                dropped = "sink" if several > single else "sinks"
+                kept[name] = {key: value for key, value in flow.items() if key != dropped}
+    return {**merged, "flows": kept}
 
 
 def read_spec_yaml(path: Path) -> dict[str, Any]:

@@ -609,6 +609,11 @@ class CdcSpec(StrictModel):
         return self
 
 
+# Names a flow's further sinks may not take: the suffixes of its side queries' names
+# (``<app>.<flow>.quarantine``), and of its backfill's in the event log.
+RESERVED_SINK_NAMES = ("quarantine", "late", "backfill")
+
+
 class FlowSpec(StrictModel):
     """One source -> transform -> sink path.
 
@@ -619,7 +624,15 @@ class FlowSpec(StrictModel):
     """
 
     source: str = Field(description="the name of one of the spec's sources")
-    sink: SinkSpec = Field(description="where the output goes: format, output_mode and options")
+    sink: SinkSpec | None = Field(
+        default=None, description="where the output goes: format, output_mode and options"
+    )
+    sinks: dict[str, SinkSpec] | None = Field(
+        default=None,
+        description="instead of sink: several sinks by name, each with its own format, "
+        "output_mode and options (one query each; the first keeps the flow's query name "
+        "and checkpoint, its quarantine and its expectation counts)",
+    )
     transform: str | None = Field(default=None, description="module:function")
     sql: str | None = Field(default=None, description="SELECT ... FROM <source>")
     event_time: EventTimeSpec | None = None
@@ -649,17 +662,50 @@ class FlowSpec(StrictModel):
         for name in self.expect:
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"expectation name {name!r} must be an identifier")
+        if (self.sink is None) == (self.sinks is None):
+            given = "both sink and sinks" if self.sink is not None else "neither sink nor sinks"
+            raise ValueError(
+                f"the flow has {given}: give sink (one output) or sinks (several, by name)"
+            )
+        if self.sinks is not None:
+            if not self.sinks:
+                raise ValueError("sinks is empty: name at least one sink, or use sink")
+            for name in self.sinks:
+                if not re.match(_IDENTIFIER, name) or name in RESERVED_SINK_NAMES:
+                    raise ValueError(
+                        f"sink name {name!r} must be an identifier other than "
+                        f"{', '.join(RESERVED_SINK_NAMES)} (those name the flow's own queries)"
+                    )
         return self
 
+    @property
+    def named_sinks(self) -> tuple[tuple[str | None, SinkSpec], ...]:
+        """The flow's sinks in order, each with its name under ``sinks`` (None for the
+        one ``sink``)."""
+        if self.sinks is not None:
+            return tuple(self.sinks.items())
+        assert self.sink is not None  # the validator holds one of the two
+        return ((None, self.sink),)
 
-def _sink_table(flow: Any) -> str | None:
-    """The lake table a flow's sink names (raw spec or model), if any."""
-    sink = flow.get("sink") if isinstance(flow, Mapping) else getattr(flow, "sink", None)
-    if isinstance(sink, SinkSpec):
-        table = sink.settings.get("table")
+    @property
+    def main_sink(self) -> SinkSpec:
+        """The ``sink``, or the first of ``sinks``: its query is the flow's own."""
+        return self.named_sinks[0][1]
+
+
+def _sink_tables(flow: Any) -> list[str]:
+    """The tables a flow's sink or sinks name (raw spec or model)."""
+    if isinstance(flow, Mapping):
+        many = flow.get("sinks")
+        sinks = [flow.get("sink"), *(many.values() if isinstance(many, Mapping) else ())]
     else:
-        table = sink.get("table") if isinstance(sink, Mapping) else None
-    return table if isinstance(table, str) else None
+        sinks = [sink for _, sink in getattr(flow, "named_sinks", ())]
+    tables = [
+        sink.settings.get("table") if isinstance(sink, SinkSpec) else sink.get("table")
+        for sink in sinks
+        if isinstance(sink, SinkSpec | Mapping)
+    ]
+    return [table for table in tables if isinstance(table, str)]
 
 
 def _source_names(flow: Any) -> list[str]:
@@ -759,7 +805,7 @@ class PipelineSpec(StrictModel):
         flows, sources = data.get("flows"), data.get("sources")
         if not isinstance(flows, Mapping) or not isinstance(sources, Mapping):
             return data
-        written = {table for flow in flows.values() if (table := _sink_table(flow))}
+        written = {table for flow in flows.values() for table in _sink_tables(flow)}
         wanted = [name for flow in flows.values() for name in _source_names(flow)]
         implied = {
             name: {"format": "delta", "table": name}
@@ -778,7 +824,9 @@ class PipelineSpec(StrictModel):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
             if flow.source not in self.sources:
                 known = ", ".join(sorted(self.sources)) or "none"
-                tables = ", ".join(sorted(filter(None, map(_sink_table, self.flows.values()))))
+                tables = ", ".join(
+                    sorted({t for f in self.flows.values() for t in _sink_tables(f)})
+                )
                 raise ValueError(
                     f"flow {name!r} reads source {flow.source!r}, which is neither a source "
                     f"nor a table of a flow (sources: {known}; tables: {tables or 'none'})"

@@ -255,7 +255,7 @@ def spec_secrets(spec: PipelineSpec) -> list[str]:
     if spec.notify.webhook is not None:
         found.append(spec.notify.webhook.get_secret_value())
     for flow in spec.flows.values():
-        found += flow.sink.secrets()
+        found += [secret for _, sink in flow.named_sinks for secret in sink.secrets()]
     option_sets = [spec.kafka.options, *(source.options for source in spec.sources.values())]
     for options in option_sets:
         found += [str(value) for key, value in options.items() if is_secret_key(key)]

@@ -38,17 +38,16 @@ class _Row:
 
 
 def flow_of(app: str, query: str) -> tuple[str, str]:
-    """The flow a query belongs to and its role (``main``, ``quarantine``, ``late``), from
-    its name: ``<app>.<flow>`` or ``<app>.<flow>.<role>``. A query named otherwise (a
-    memory sink's, after its table) is a flow of its own."""
+    """The flow a query belongs to and its role, from its name: ``<app>.<flow>`` (the
+    flow's ``main`` query), ``<app>.<flow>.quarantine`` or ``.late`` (its side queries),
+    ``<app>.<flow>.<sink>`` (a further sink's query; its role is the sink's name). Flow
+    names hold no dot. A query named otherwise (a memory sink's, after its table) is a
+    flow of its own."""
     prefix = f"{app}."
     if not query.startswith(prefix):
         return query, "main"
-    rest = query[len(prefix) :]
-    for role in _ROLES:
-        if rest.endswith(f".{role}"):
-            return rest[: -len(role) - 1], role
-    return rest, "main"
+    flow, _, member = query[len(prefix) :].partition(".")
+    return flow, member or "main"
 
 
 def batch_age(batch_time: str | None, now: datetime) -> str:
@@ -102,8 +101,10 @@ def compact_lines(
 
 
 def _by_role(member: tuple[str, QueryStatus]) -> int:
-    """A flow's main query first, then its quarantine and late-events queries."""
-    return ("main", *_ROLES).index(member[0])
+    """A flow's main query first, then its further sinks', then its quarantine and
+    late-events queries."""
+    role = member[0]
+    return 0 if role == "main" else 2 + _ROLES.index(role) if role in _ROLES else 1
 
 
 def _count(number: int, noun: str) -> str:

@@ -55,6 +55,7 @@ class FlowFrames:
     tables: Mapping[str, DataFrame] = field(default_factory=dict)  # the lookups read
     # A batch job's counts of its expectations (a stream's are in its progress).
     judged: Observation | None = None
+    counts: bool = True  # whether the frames observe the flow's counts (see flow_frames)
 
 
 def flow_frames(
@@ -64,9 +65,12 @@ def flow_frames(
     *,
     streaming: bool,
     tables: Mapping[str, DataFrame] | None = None,
+    counts: bool = True,
 ) -> FlowFrames:
     """The flow's transformed frames over its source (and lookup tables, unless
-    ``tables`` holds them already read), streaming or batch."""
+    ``tables`` holds them already read), streaming or batch. Without ``counts`` nothing
+    is observed (expectations, rejects, records read): for a flow's further sinks,
+    whose queries would count again what its main query counts."""
     definition = flow.definition
     source = flow.input.read(spark, definition.record_schema, streaming=streaming)
     if tables is None:
@@ -81,20 +85,22 @@ def flow_frames(
         inputs[stream.definition.name] = _accepted(stream.definition.prepare(other))
     expectations = flow.expectations
     judged = None if streaming or not expectations else Observation()
+    watched = expectations if counts else ()
     if definition.prepare is None:  # the source whole, but for what only parsers use
         output = _transformed(definition, source.drop(RAW_TEXT, RECORD), inputs)
         if not expectations:
-            return FlowFrames(output, None, tables=tables)
+            return FlowFrames(output, None, tables=tables, counts=counts)
         check_expectations(output, expectations)
         if REJECT_REASON not in output.columns:  # nothing is rejected before the rules
             output = output.withColumn(REJECT_REASON, F.lit(None).cast("string"))
-        main = quarantine_failures(counted(output, expectations, _valid(), judged), expectations)
+        main = quarantine_failures(counted(output, watched, _valid(), judged), expectations)
         return FlowFrames(
             enforced(accepted(main), expectations),
             quarantine_failures(output, expectations),
             expectations,
             tables,
             judged,
+            counts,
         )
     prepare = (
         with_current_schema(definition.prepare, flow.schema_store)
@@ -105,14 +111,14 @@ def flow_frames(
     parsed = prepare(source)
     check_expectations(parsed, expectations)
     tagged = quarantine_failures(parsed, expectations)
-    main = quarantine_failures(counted(parsed, expectations, _valid(), judged), expectations)
+    main = quarantine_failures(counted(parsed, watched, _valid(), judged), expectations)
     # The main query reports its rejects and oldest event time per batch, so the side
     # queries can skip the batches that hold nothing for them. The report needs every
     # row parsed (Spark then cannot push the transform's filters into a JSON reader), so
     # a flow without side queries goes without it.
     rule = definition.event_time
     late_time = rule.column if rule is not None and definition.record_late else None
-    reported = streaming and any(is_side_query(flow, output) for output in flow.outputs)
+    reported = counts and streaming and any(is_side_query(flow, o) for o in flow.outputs)
     # It carries a batch's few rejects to the quarantine where the reader keeps their raw
     # payload cheaply (files: ``deferred_raw``; a Kafka read is pruned to what it uses).
     carry = any(o.role == "quarantine" for o in flow.outputs)
@@ -123,7 +129,7 @@ def flow_frames(
         fitting = _accepted(main)
     events = enforced(fitting, expectations)
     output = _transformed(definition, events, inputs)
-    return FlowFrames(output, tagged, expectations, tables, judged)
+    return FlowFrames(output, tagged, expectations, tables, judged, counts)
 
 
 def _transformed(
@@ -176,8 +182,10 @@ def query_frame(
         options = {**flow.source.options, RANGE_CACHE_COUNTED: False}
         flow = replace(flow, source=flow.source.model_copy(update={"options": options}))
         frames = None
-    if frames is None:
-        frames = flow_frames(spark, flow, root, streaming=True)
+    if frames is None or (output.role == "sink" and frames.counts):
+        tables = frames.tables if frames is not None else None
+        counts = output.role != "sink"  # the main query counts for every sink of the flow
+        frames = flow_frames(spark, flow, root, streaming=True, tables=tables, counts=counts)
     frame = output_frame(frames, output)
     if output.dead_letter_topic is None:
         return frame

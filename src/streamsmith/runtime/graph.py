@@ -49,11 +49,14 @@ def check_table_reads(spec: PipelineSpec) -> None:
     """Every Delta source naming a table reads one a flow of the pipeline writes as Delta,
     in a way a stream can follow: a flow that merges (update) or overwrites (complete)
     its table changes rows, which a stream of appended rows cannot take."""
-    writers = {
-        table: (name, flow.sink.format, flow.sink.output_mode)
-        for name, flow in spec.flows.items()
-        if isinstance(table := flow.sink.settings.get("table"), str)
-    }
+    writers: dict[str, tuple[str, str, str]] = {}
+    for name, flow in spec.flows.items():
+        for _, sink in flow.named_sinks:
+            table = sink.settings.get("table")
+            # A flow writing a table of one name to PostgreSQL and to Delta: the Delta
+            # one is what a stream reads.
+            if isinstance(table, str) and writers.get(table, ("", "", ""))[1] != "delta":
+                writers[table] = (name, sink.format, sink.output_mode)
     for flow_name, source_name, source in _table_reads(spec):
         table = source.table
         where = f"flow {flow_name!r} reads table {table!r} (source {source_name!r})"

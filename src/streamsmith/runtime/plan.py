@@ -44,15 +44,20 @@ from streamsmith.transforms.events import RecordParser
 from streamsmith.transforms.expectations import Expectation
 from streamsmith.transforms.quarantine import NEW_FIELDS, quarantine_table
 
-Role = Literal["main", "quarantine", "late"]
+Role = Literal["main", "sink", "quarantine", "late"]
+# The roles of the queries that write a flow's output (the others are side queries).
+SINK_ROLES: tuple[Role, ...] = ("main", "sink")
 
 
 @dataclass(frozen=True)
 class Output:
     """One streaming query of a flow: its sink, checkpoint and trigger.
 
-    ``role`` is ``main`` for the flow's own output, ``quarantine`` or ``late`` for its
-    side queries. Backfills always land in the lake, at ``backfill_path``.
+    ``role`` is ``main`` for the flow's own output (its first sink, whose query counts
+    its expectations and which its side queries follow), ``sink`` for each further sink
+    of a flow with several, ``quarantine`` or ``late`` for its side queries. ``name`` is
+    the sink's name under ``flows.<flow>.sinks`` (None for ``sink`` and side queries).
+    Backfills always land in the lake, at ``backfill_path``.
     """
 
     query_name: str
@@ -63,6 +68,7 @@ class Output:
     output_mode: OutputMode
     trigger: Trigger
     dead_letter_topic: str | None = None  # a real-time flow's rejects, in its own query
+    name: str | None = None
 
     @property
     def kind(self) -> str:
@@ -136,6 +142,11 @@ class FlowPlan:
     def input(self) -> Source:
         """What reads the flow's source (no I/O until it is read)."""
         return source_for(self.source, self.source_path)
+
+    @property
+    def sinks(self) -> tuple[Output, ...]:
+        """The queries writing the flow's output: its first sink's, then any further."""
+        return tuple(output for output in self.outputs if output.role in SINK_ROLES)
 
     @property
     def inputs(self) -> tuple[tuple[str, Path | None], ...]:
@@ -217,11 +228,16 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         _check_code_keys(app.name, definition, flow)
         _check_signature(app.name, definition)
         flow_trigger = trigger or parse_trigger(flow.trigger or spec.trigger)
-        context = SinkContext(spec, app.name, definition.name)
-        sink = build_sink(flow.sink.format, flow.sink.settings, context)
-        warnings.extend(check_output_mode(app.name, definition, flow.sink, sink, flow_trigger))
-        check_real_time(spec, definition, flow, sink, flow_trigger)
-        outputs = _outputs(spec, context, definition, flow, sink, flow_trigger)
+        sinks: list[tuple[SinkSpec, Sink]] = []
+        for sink_name, sink_spec in flow.named_sinks:
+            context = SinkContext(spec, app.name, definition.name, sink=sink_name,
+                                  further=bool(sinks))  # fmt: skip
+            sink = build_sink(sink_spec.format, sink_spec.settings, context)
+            warnings += check_output_mode(app.name, definition, sink_spec, sink, flow_trigger)
+            sinks.append((sink_spec, sink))
+        _check_several_sinks(spec, definition, flow, flow_trigger)
+        check_real_time(spec, definition, flow, sinks[0][1], flow_trigger)
+        outputs = _outputs(spec, definition, sinks, flow_trigger)
         expectations = _expectations(app.name, definition, flow, outputs)
         if spec.sources[flow.source].evolution == "none":  # counted, then left out
             expectations = (*expectations, KNOWN_FIELDS)
@@ -243,6 +259,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     if not flows:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
     _check_targets(flows)
+    _check_checkpoints(flows)
     flows = _in_dependency_order(flows)
     check_table_reads(spec)
     flows = _shared_reads(app.name, flows)
@@ -528,41 +545,98 @@ def _expectations(
 
 
 def _check_targets(flows: list[FlowPlan]) -> None:
-    """Each flow writes its own table or topic."""
+    """Each sink writes its own table or topic."""
     written: dict[str, str] = {}
     for flow in flows:
-        sink = flow.outputs[0].sink
-        target = f"{sink.format} {sink.target!r}"
-        if target in written:
+        for output in flow.sinks:
+            target = f"{output.sink.format} {output.sink.target!r}"
+            writer = flow.name if output.name is None else f"{flow.name} (sink {output.name})"
+            if target in written:
+                raise UserError(
+                    f"flows {written[target]!r} and {writer!r} both write {target}; "
+                    "each sink needs its own table or topic"
+                )
+            written[target] = writer
+
+
+def _check_checkpoints(flows: list[FlowPlan]) -> None:
+    """No two queries share a checkpoint (a flow ``a`` with a sink ``b`` and a flow
+    named ``a__b`` would)."""
+    seen: dict[Path, str] = {}
+    for output in (output for flow in flows for output in flow.outputs):
+        other = seen.setdefault(output.checkpoint, output.query_name)
+        if other != output.query_name:
             raise UserError(
-                f"flows {written[target]!r} and {flow.name!r} both write {target}; "
-                "each flow needs its own table or topic"
+                f"queries {other} and {output.query_name} would share the checkpoint "
+                f"{output.checkpoint}: rename the flow or the sink"
             )
-        written[target] = flow.name
+
+
+def _check_several_sinks(
+    spec: PipelineSpec, definition: FlowDefinition, flow: FlowSpec, trigger: Trigger
+) -> None:
+    """Refuse several sinks where they cannot run: a cdc flow applies its changes to its
+    one Delta table, and a real-time flow reads its source once, in one query."""
+    if len(flow.named_sinks) < 2:
+        return
+    where = f"flow {definition.name!r} of app {spec.app!r} has {len(flow.named_sinks)} sinks"
+    if flow.cdc is not None:
+        raise UserError(
+            f"{where}, but a cdc flow applies its changes to one delta table: give it one sink"
+        )
+    if trigger.real_time:
+        raise UserError(
+            f"{where}, but trigger {trigger} runs a flow as one query (Real-time Mode "
+            "holds a task per Kafka partition for each query): give it one sink, or use "
+            "interval=<duration>"
+        )
 
 
 def _outputs(
     spec: PipelineSpec,
-    context: SinkContext,
     definition: FlowDefinition,
-    flow: FlowSpec,
-    sink: Sink,
+    sinks: list[tuple[SinkSpec, Sink]],
     trigger: Trigger,
 ) -> list[Output]:
-    """The flow's main output, then its quarantine and late-events companions."""
+    """The flow's main output (its first sink), its further sinks, then its quarantine
+    and late-events companions."""
     root = spec.root
+    (first_spec, sink), further = sinks[0], sinks[1:]
+    context = sink.context
     checkpoints = root / CHECKPOINTS_DIR / context.app
     # Companion tables are named after the table written, or the flow for a topic.
     base = sink.target if sink.writes_table else definition.name
     main = Output(
-        query_name=f"{context.app}.{definition.name}",
+        query_name=context.query_name,
         role="main",
         sink=sink,
         backfill_path=backfill_path(root, base),
         checkpoint=checkpoints / definition.name,
-        output_mode=flow.sink.output_mode,
+        output_mode=first_spec.output_mode,
         trigger=trigger,
+        name=context.sink,
     )
+    others = []
+    backfills = {main.backfill_path}
+    for sink_spec, other in further:
+        name = str(other.context.sink)
+        own = f"{definition.name}__{name}"
+        folder = backfill_path(root, other.target if other.writes_table else own)
+        if folder in backfills:  # e.g. a PostgreSQL table and a Delta table of one name
+            folder = backfill_path(root, f"{folder.name}__{name}")
+        backfills.add(folder)
+        others.append(
+            Output(
+                query_name=other.context.query_name,
+                role="sink",
+                sink=other,
+                backfill_path=folder,
+                checkpoint=checkpoints / own,
+                output_mode=sink_spec.output_mode,
+                trigger=trigger,
+                name=name,
+            )
+        )
     if trigger.real_time:
         # Spark runs real-time queries in update mode only: for a stateless query, the
         # same rows as append. A micro-batch side query cannot follow a real-time one,
@@ -570,6 +644,7 @@ def _outputs(
         # and a stateless query's watermark drops nothing, so no events are late.
         dead_letters = getattr(sink, "dead_letter_topic", None) if definition.quarantine else None
         return [replace(main, output_mode="update", dead_letter_topic=dead_letters)]
+    flow = spec.flows[definition.name]
     source = source_class(spec.sources[flow.source].format)
     query = MainQuery(
         checkpoint=main.checkpoint,
@@ -590,7 +665,7 @@ def _outputs(
     if not trigger.terminates and trigger.interval_seconds > 0:
         slowest = max(trigger.interval_seconds, parse_duration(spec.side_interval))
         side_trigger = Trigger("interval", slowest)
-    outputs = [main]
+    outputs = [main, *others]
     for role, companion in companions:
         outputs.append(
             Output(
@@ -611,7 +686,8 @@ def check_output_mode(
 ) -> list[str]:
     """Reject output modes Spark or the sink cannot run, before a JVM starts; return
     warnings for combinations that run but cost (state that grows without bound)."""
-    where = f"flow {definition.name!r} of app {app!r}"
+    named = f" (sink {sink.context.sink})" if sink.context.sink is not None else ""
+    where = f"flow {definition.name!r}{named} of app {app!r}"
     mode = flow_sink.output_mode
     if mode not in sink.output_modes:
         raise UserError(
@@ -673,7 +749,7 @@ def is_side_query(flow: FlowPlan, output: Output) -> bool:
     """Whether ``output`` is a side query of a one-source flow: its quarantine or late
     events, which skip the batches that hold nothing for them
     (``streamsmith.runtime.flow_batches``)."""
-    return output.role != "main" and not flow.streams
+    return output.role not in SINK_ROLES and not flow.streams
 
 
 def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
@@ -772,8 +848,9 @@ def describe_plan(plan: Plan) -> str:
         for output in flow.outputs:
             partitions = ", ".join(output.partition_by) or "none"
             where = output.sink.describe()
+            named = f"sink {output.name}: " if output.name is not None else ""
             lines.append(
-                f"  {output.kind} query {output.query_name}: {where} "
+                f"  {output.kind} query {output.query_name}: {named}{where} "
                 f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
             )
             if output.dead_letter_topic:

@@ -77,7 +77,8 @@ def pruned_query_frame(
     log.info("query %s reads Kafka columns %s", output.query_name, columns)
     options = {**flow.source.options, VALUE_SCHEMA: ddl, COLUMNS: columns}
     pruned = replace(flow, source=flow.source.model_copy(update={"options": options}))
-    narrow = flow_frames(spark, pruned, root, streaming=True, tables=frames.tables)
+    counts = output.role != "sink"  # as query_frame builds them
+    narrow = flow_frames(spark, pruned, root, streaming=True, tables=frames.tables, counts=counts)
     return query_frame(spark, pruned, output, root, narrow)
 
 

@@ -43,7 +43,7 @@ def check_real_time(
     refusal = (
         _refused_code(definition, flow)
         or _refused_source(flow.source, spec.sources[flow.source])
-        or _refused_sink(sink, flow.sink.output_mode)
+        or _refused_sink(sink, flow.main_sink.output_mode)
         or _refused_interval(spec, trigger)
     )
     if refusal:

@@ -57,7 +57,7 @@ def run_pipeline(
 
 @dataclass
 class BackfillReport:
-    """Rows written per backfilled table."""
+    """Rows written per backfilled table, by its folder's name under the backfill area."""
 
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -67,9 +67,12 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
 
     The transforms are the ones the stream uses; the tables are replaced, not appended
     to. A batch job has no watermark, so it drops nothing as late: late-events outputs
-    are skipped. The backfill is a run in the event log: ``run_started``, one batch per
-    flow (records read, rows written, quarantined, expectation counts) under the query
-    name ``<app>.<flow>.backfill``, then ``run_finished`` or ``run_failed``.
+    are skipped. Each sink of a flow with several gets a table of its own, in its own
+    format, holding the first's rows (one batch result: whatever their output modes,
+    they hold the same rows once every window is closed). The backfill is a run in the
+    event log: ``run_started``, one batch per flow (records read, rows written by its
+    first sink, quarantined, expectation counts) under the query name
+    ``<app>.<flow>.backfill``, then ``run_finished`` or ``run_failed``.
     """
     report = BackfillReport()
     events = EventLog(plan.root, plan.spec.app)
@@ -129,21 +132,25 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfill
     frames = flow_frames(spark, flow, plan.root, streaming=False)
     numbering = line_numbering(flow.source, flow.definition.record_schema)
     shared = (frames.tagged if frames.tagged is not None else frames.output).persist()
+    main = flow.outputs[0]
     try:
         for output in flow.outputs:
             if output.role == "late":
                 continue
-            part = output_frame(frames, output)
+            if output.role == "sink":  # the main output's rows: computed and counted once
+                part = read_table(spark, main.backfill_path)
+            else:
+                part = output_frame(frames, output)
             if output.role == "quarantine" and numbering is not None:
                 part = numbering(part)
             output.sink.write_backfill(part, output.backfill_path)
-            rows[output.table] = read_table(spark, output.backfill_path).count()
+            rows[output.backfill_path.name] = read_table(spark, output.backfill_path).count()
         read = shared.count()
     finally:
         shared.unpersist()
     judged = frames.judged.get if frames.judged is not None else None
-    quarantined = [rows[o.table] for o in flow.outputs if o.role == "quarantine"]
-    written = rows[flow.outputs[0].table]
+    quarantined = [rows[o.backfill_path.name] for o in flow.outputs if o.role == "quarantine"]
+    written = rows[main.backfill_path.name]
     record = {
         "event": "progress",
         "query": backfill_query(flow),
@@ -169,7 +176,7 @@ def full_refresh(plan: Plan, tables: Sequence[str] = ()) -> list[str]:
     their checkpoints."""
     outputs = plan.outputs
     if tables:
-        writers = {flow.outputs[0].table: flow.name for flow in plan.flows}
+        writers = {output.table: flow.name for flow in plan.flows for output in flow.sinks}
         unknown = sorted(set(tables) - set(writers))
         if unknown:
             raise UserError(

@@ -97,17 +97,17 @@ def create_read_tables(spark: SparkSession, plan: Plan) -> None:
     read = _tables_read(plan)
     feeds = change_feed_tables(plan.spec)
     for flow in plan.flows:  # in dependency order: a table's own inputs exist by now
-        main = flow.outputs[0]
-        if main.path is None or main.path not in read:
-            continue
-        if not is_delta(main.path):
-            frames = flow_frames(spark, flow, plan.root, streaming=True)
-            if main.sink.create(spark, output_frame(frames, main)):
-                log.info(
-                    "%s: created table %s, empty, for the flows reading it", flow.name, main.path
-                )
-        if main.table in feeds and record_change_feed(spark, main.path):
-            log.info("%s: table %s records its change data feed from now on", flow.name, main.path)
+        for sink in flow.sinks:
+            if sink.path is None or sink.path not in read:
+                continue
+            if not is_delta(sink.path):
+                frames = flow_frames(spark, flow, plan.root, streaming=True)
+                if sink.sink.create(spark, output_frame(frames, sink)):
+                    log.info("%s: created table %s, empty, for the flows reading it",
+                             flow.name, sink.path)  # fmt: skip
+            if sink.table in feeds and record_change_feed(spark, sink.path):
+                log.info("%s: table %s records its change data feed from now on",
+                         flow.name, sink.path)  # fmt: skip
 
 
 def check_user_flows(spark: SparkSession, plan: Plan) -> None:
@@ -159,13 +159,14 @@ def analyse_flows(spark: SparkSession, plan: Plan) -> None:
                 ),
             )
             flows.append(flow)
-            main = flow.outputs[0]
-            if main.path in read and not is_delta(main.path):
-                table = Path(scratch) / "tables" / main.table
+            for sink in flow.sinks:
+                if sink.path not in read or is_delta(sink.path):
+                    continue
+                table = Path(scratch) / "tables" / sink.table
                 frames = flow_frames(spark, flow, plan.root, streaming=True)
-                if main.sink.create(spark, output_frame(frames, main), at=table):
-                    tables[main.path] = table
-                    if main.table in feeds:
+                if sink.sink.create(spark, output_frame(frames, sink), at=table):
+                    tables[sink.path] = table
+                    if sink.table in feeds:
                         record_change_feed(spark, table)
         check_user_flows(spark, plan.only(tuple(flows)))
 

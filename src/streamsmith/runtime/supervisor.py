@@ -485,7 +485,8 @@ def _rows_read(report: RunReport) -> int:
 
 
 def _rows_written(report: RunReport) -> int:
-    """The rows a run's flows wrote to their own tables (their main queries')."""
+    """The rows a run's flows wrote to their own tables (their main queries'; a flow's
+    further sinks write the same output again, each on its query's line)."""
     return sum(query.output_rows for query in report.queries if query.role == "main")
 
 

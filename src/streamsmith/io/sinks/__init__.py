@@ -50,7 +50,7 @@ def build_sink(format_: str, settings: Mapping[str, Any], context: SinkContext) 
     spec's parquet ``table``); any other such key is an error naming the formats it
     belongs to. Errors name the key and its origin.
     """
-    where = ("flows", context.flow, "sink")
+    where = context.key
     try:
         cls = sink_class(format_)
     except UserError as exc:

@@ -57,10 +57,29 @@ class SinkContext:
     app: str
     flow: str
     search_path: tuple[Path, ...] = ()  # where users' modules named by the sink are looked up
+    # The sink's name under ``flows.<flow>.sinks`` (None under ``flows.<flow>.sink``), and
+    # whether it is a further one (not the first), whose query is named after it.
+    sink: str | None = None
+    further: bool = False
 
     @property
     def root(self) -> Path:
         return self.spec.root
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Where the sink's keys are in the spec: ``flows.<flow>.sink`` or
+        ``flows.<flow>.sinks.<name>``."""
+        if self.sink is None:
+            return ("flows", self.flow, "sink")
+        return ("flows", self.flow, "sinks", self.sink)
+
+    @property
+    def query_name(self) -> str:
+        """The name of the query writing this sink: ``<app>.<flow>`` for a flow's first
+        sink, ``<app>.<flow>.<sink>`` for a further one."""
+        own = f"{self.app}.{self.flow}"
+        return f"{own}.{self.sink}" if self.further else own
 
     @property
     def cdc(self) -> CdcSpec | None:

@@ -59,7 +59,7 @@ class ForeachBatchSink(Sink):
         # Resolved when the plan is built: a wrong name fails before Spark starts.
         self.function: Callable[..., Any] = load_callable(
             options.function,
-            f"flows.{context.flow}.sink.function",
+            ".".join((*context.key, "function")),
             search=context.search_path,
             arguments=(None, 0),
             keywords=dict(options.options),

@@ -70,7 +70,7 @@ class KafkaTopicSink(Sink):
 
     def __init__(self, options: KafkaTopicOptions, context: SinkContext) -> None:
         super().__init__(options, context)
-        where = f"flows.{context.flow}.sink"
+        where = ".".join(context.key)
         try:
             context.spec.check_kafka_servers(where, options.options)
         except ValueError as exc:

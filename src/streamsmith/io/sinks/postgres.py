@@ -75,7 +75,7 @@ class PostgresTableSink(Sink):
             table=self.options.table,
             key=self.options.key,
             output_mode=output_mode,
-            sink=f"{self.context.app}.{self.context.flow}",
+            sink=self.context.query_name,
             schema=self.context.spec.postgres.db_schema,
         )
 

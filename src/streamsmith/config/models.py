@@ -609,6 +609,70 @@ class CdcSpec(StrictModel):
         return self
 
 
+AFTER_RUN = "after_run"
+
+
+def _maintenance_time(text: str) -> str:
+    if text == AFTER_RUN:
+        return text
+    try:
+        return check_schedule(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; or after_run: after each catch-up run of the flow") from None
+
+
+def _whole_hours(text: str) -> str:
+    seconds = parse_duration(text)
+    if seconds < 3600 or seconds % 3600:
+        raise ValueError(
+            f"retain {text!r}: give whole hours, at least 1 hour (e.g. 36h, 7 days): "
+            "VACUUM keeps files by the hour"
+        )
+    return text
+
+
+MaintenanceTime = Annotated[str, AfterValidator(_maintenance_time)]
+
+
+class MaintenanceSpec(StrictModel):
+    """When a flow's Delta tables are compacted (``OPTIMIZE``) and vacuumed (``VACUUM``),
+    and how long their old versions stay readable (``retain``).
+
+    ``optimize`` and ``vacuum`` each take a cron expression (UTC), run by the process that
+    runs the pipeline's schedules or its always-on flows, or ``after_run``: after each
+    catch-up run of the flow. ``retain`` is the tables' time-travel window: VACUUM deletes
+    only files no version committed within it uses, it is written into each table as
+    ``delta.deletedFileRetentionDuration`` (so Delta refuses any shorter VACUUM, Spark's
+    and delta-rs' alike), and it must cover the time between the runs of a scheduled flow
+    reading the table as a stream. A stream further behind than ``retain`` still keeps its
+    files: VACUUM keeps every file of the versions its checkpoint has not read.
+    See docs/how-to/query-the-lake.md.
+    """
+
+    optimize: MaintenanceTime | None = Field(
+        default=None, description='cron (UTC, e.g. "0 3 * * *") or after_run: compact small files'
+    )
+    vacuum: MaintenanceTime | None = Field(
+        default=None,
+        description="cron (UTC) or after_run: delete files no version within retain uses",
+    )
+    retain: Annotated[str, AfterValidator(_whole_hours)] = Field(
+        default="7 days",
+        description="the time-travel window, in whole hours (at least 1 hour): versions "
+        "committed within it stay readable",
+    )
+    target_file_mb: int | None = Field(
+        default=None,
+        gt=0,
+        description="the size OPTIMIZE aims for per file (default: the table's "
+        "delta.targetFileSize, else 100 MB)",
+    )
+
+    @property
+    def retain_hours(self) -> int:
+        return int(parse_duration(self.retain) // 3600)
+
+
 class FlowSpec(StrictModel):
     """One source -> transform -> sink path.
 
@@ -640,6 +704,11 @@ class FlowSpec(StrictModel):
     cdc: CdcSpec | None = Field(
         default=None,
         description="the rows are change events applied to the flow's delta table by key",
+    )
+    maintenance: MaintenanceSpec | None = Field(
+        default=None,
+        description="OPTIMIZE and VACUUM of the flow's delta tables, over the pipeline's "
+        "maintenance key by key",
     )
 
     @model_validator(mode="after")
@@ -725,6 +794,11 @@ class PipelineSpec(StrictModel):
     notify: NotifySpec = Field(default_factory=NotifySpec)
     sources: dict[str, SourceSpec]
     flows: dict[str, FlowSpec]
+    maintenance: MaintenanceSpec | None = Field(
+        default=None,
+        description="OPTIMIZE and VACUUM of every delta table the flows write (a flow's own "
+        "maintenance sets keys over it)",
+    )
     libraries: list[LibrarySpec] = Field(
         default_factory=list,
         description="files declaring flows: .py (@streamsmith.flow) and .sql, by glob",

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pyspark.sql.types import StructType
 
 from streamsmith.config import (
+    AFTER_RUN,
     INFER,
     FlowSpec,
     PipelineSpec,
@@ -37,6 +38,7 @@ from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
 from streamsmith.runtime.late import describe_rule, late_table
+from streamsmith.runtime.maintenance import TableMaintenance, check_retention, plan_tables
 from streamsmith.runtime.real_time import check_real_time
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
 from streamsmith.schemas.ddl import DDLError, parse_schema
@@ -131,6 +133,7 @@ class FlowPlan:
     # None for any other source (with fail_on_new_columns, a new field stops the flow).
     schema_store: Path | None = None
     schedule: Schedule | None = None
+    maintenance: tuple[TableMaintenance, ...] = ()  # of its Delta tables (the spec's)
 
     @property
     def input(self) -> Source:
@@ -180,6 +183,23 @@ class Plan:
                 found[flow.schedule] = (*found.get(flow.schedule, ()), flow)
         return found
 
+    @property
+    def stays_up(self) -> bool:
+        """Whether a run of this plan stays up: a flow runs always on, or on a schedule."""
+        return bool(self.schedules) or not all(o.trigger.terminates for o in self.outputs)
+
+    @property
+    def maintenance_crons(self) -> dict[str, tuple[TableMaintenance, ...]]:
+        """The tables whose maintenance each cron runs (the process that stays up runs
+        them: see :attr:`stays_up`)."""
+        found: dict[str, tuple[TableMaintenance, ...]] = {}
+        for flow in self.flows:
+            for task in flow.maintenance:
+                for cron in {task.optimize, task.vacuum} - {None, AFTER_RUN}:
+                    assert cron is not None
+                    found[cron] = (*found.get(cron, ()), task)
+        return found
+
     def only(self, flows: tuple[FlowPlan, ...]) -> Plan:
         """This plan reduced to ``flows`` (one schedule's run, or the unscheduled flows)."""
         return replace(self, flows=flows)
@@ -226,6 +246,10 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         if spec.sources[flow.source].evolution == "none":  # counted, then left out
             expectations = (*expectations, KNOWN_FIELDS)
         streams = _streams(spec, app.name, definition, flow.streams)
+        lake = [(o.table, o.path, o.sink.table_format) for o in outputs if o.path is not None]
+        maintenance = plan_tables(
+            spec, definition.name, outputs[0].query_name, lake, flow_trigger.terminates
+        )
         flows.append(
             FlowPlan(
                 name=definition.name,
@@ -238,6 +262,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 expectations=expectations,
                 schema_store=_schema_store(spec, app.name, flow.source),
                 schedule=None if trigger else _schedule(spec, definition.name, flow_trigger),
+                maintenance=maintenance,
             )
         )
     if not flows:
@@ -246,7 +271,28 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     flows = _in_dependency_order(flows)
     check_table_reads(spec)
     flows = _shared_reads(app.name, flows)
-    return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+    plan = Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+    _check_maintenance(plan)
+    if plan.maintenance_crons and not plan.stays_up:
+        tables = ", ".join(sorted({t.table for ts in plan.maintenance_crons.values() for t in ts}))
+        warning = (
+            f"the maintenance of table(s) {tables} runs on a cron, which a run that stays up "
+            "(always on, or with a schedule) keeps; this catch-up runs only after_run "
+            "maintenance: `streamsmith table maintain` runs the rest now"
+        )
+        plan = replace(plan, warnings=(*plan.warnings, warning))
+    return plan
+
+
+def _check_maintenance(plan: Plan) -> None:
+    """A table's ``retain`` covers the time between two runs of each scheduled flow
+    reading it as a stream (see ``streamsmith.runtime.maintenance``)."""
+    for flow in plan.flows:
+        for task in flow.maintenance:
+            for reader in plan.flows:
+                if any(path == task.path for _, path in reader.inputs):
+                    cron = reader.schedule.cron if reader.schedule is not None else None
+                    check_retention(plan.spec, task, reader.name, cron)
 
 
 def source_path(spec: PipelineSpec, name: str) -> Path | None:
@@ -780,6 +826,12 @@ def describe_plan(plan: Plan) -> str:
                 lines.append(f"    rejects to kafka topic {output.dead_letter_topic}")
             lines.append(f"    checkpoint {output.checkpoint}")
             lines.append(f"    backfill   {output.backfill_path}")
+        for task in flow.maintenance:
+            when = [f"{op} {task.when(op)}" for op in task.operations()]
+            lines.append(
+                f"  maintenance of table {task.table}: {', '.join(when)}, "
+                f"retain {task.retain_hours} hours"
+            )
     lines.extend(describe_graph(plan))
     lines.extend(f"warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from streamsmith.monitor.eventlog import EventLog, now_text
 from streamsmith.monitor.progress import expectation_counts
 from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.frames import flow_frames, output_frame
+from streamsmith.runtime.maintenance import failed, run_after
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.scheduler import Clock, run_schedules
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
@@ -45,14 +46,21 @@ def run_pipeline(
 ) -> RunReport:
     """Run every flow under supervision until its trigger ends it, a query is given up,
     or ``stop`` is set; see :func:`streamsmith.runtime.supervisor.supervise`. A plan with
-    schedules runs them until ``stop`` (:mod:`streamsmith.runtime.scheduler`; ``clock``
-    tells the time there).
+    schedules, or with maintenance on a cron and a flow always on, runs them until
+    ``stop`` (:mod:`streamsmith.runtime.scheduler`; ``clock`` tells the time there). A
+    catch-up run ends with its tables' ``after_run`` maintenance.
 
     Raises :class:`PipelineError` naming every query that failed for good.
     """
-    if plan.schedules:
+    if plan.schedules or (plan.maintenance_crons and plan.stays_up):
         return run_schedules(spark, plan, stop, clock)
-    return supervise(spark, plan, stop)
+    report = supervise(spark, plan, stop)
+    if not plan.stays_up and not (stop is not None and stop.is_set()):
+        tasks = [task for flow in plan.flows for task in flow.maintenance]
+        problems = failed(run_after(tasks, plan.root, EventLog(plan.root, plan.spec.app).write))
+        if problems:
+            raise PipelineError("; ".join(problems))
+    return report
 
 
 @dataclass

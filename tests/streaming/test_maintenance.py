@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
+from shop import ORDER_COLUMNS, deliver, shop_spec, write_project
 from streamsmith.cli import cli
 from streamsmith.config import Trigger
 from streamsmith.monitor.eventlog import EventLog, read_events
@@ -25,24 +25,16 @@ from streamsmith.runtime.maintenance import Operation, TableMaintenance
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 
-SPEC: dict[str, Any] = {
-    "name": "shop",
-    "storage_root": "data",
-    "trigger": "available-now",
-    "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
-    "sources": {"raw": {"format": "jsonl", "path": "input",
-                        "schema": "order_id string, customer string, amount int"}},
-    "flows": {
-        "orders": {"source": "raw", "sql": "SELECT order_id, customer, amount FROM raw",
-                   "sink": {"table": "orders"},
-                   "maintenance": {"optimize": "0 3 * * *", "vacuum": "0 4 * * *",
-                                   "retain": "1 hour"}},
-        "totals": {"source": "orders",  # the orders table, read as a stream
-                   "sql": "SELECT customer, sum(amount) AS amount FROM orders GROUP BY customer",
-                   "sink": {"table": "totals", "output_mode": "update", "keys": ["customer"]},
-                   "maintenance": {"optimize": "after_run"}},
-    },
+SPEC = shop_spec()
+SPEC["flows"]["orders"]["maintenance"] = {
+    "optimize": "0 3 * * *", "vacuum": "0 4 * * *", "retain": "1 hour"
 }  # fmt: skip
+SPEC["flows"]["totals"] = {
+    "source": "orders",  # the orders table, read as a stream
+    "sql": "SELECT customer, sum(amount) AS amount FROM orders GROUP BY customer",
+    "sink": {"table": "totals", "output_mode": "update", "keys": ["customer"]},
+    "maintenance": {"optimize": "after_run"},
+}
 DELIVERIES = [
     [("o1", "ann", 10), ("o2", "bob", 5)],
     [("o3", "ann", 7)],
@@ -50,12 +42,6 @@ DELIVERIES = [
 ]
 ALL_ORDERS = sorted(row for delivery in DELIVERIES for row in delivery)
 HOUR_MS = 3_600_000
-
-
-def deliver(folder: Path, number: int) -> None:
-    lines = [json.dumps({"order_id": o, "customer": c, "amount": a}) for o, c, a in
-             DELIVERIES[number]]  # fmt: skip
-    (folder / f"data/input/part-{number}.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def catch_up(spark: SparkSession, folder: Path, *sets: str) -> None:
@@ -107,14 +93,13 @@ def rows(table: Path, version: int | None = None) -> list[tuple[Any, ...]]:
 def test_maintenance_compacts_and_vacuums_without_losing_a_row_or_a_streams_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    (tmp_path / "data/input").mkdir(parents=True)
-    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(SPEC))
+    write_project(tmp_path, SPEC)
     orders = tmp_path / "data/tables/orders"
     totals_behind = "flows.totals.enabled=false"
 
-    deliver(tmp_path, 0)
+    deliver(tmp_path, 0, DELIVERIES[0])
     catch_up(spark, tmp_path)  # orders: version 1; totals read it
-    deliver(tmp_path, 1)
+    deliver(tmp_path, 1, DELIVERIES[1])
     catch_up(spark, tmp_path, totals_behind)  # orders: version 2, which totals has not read
     first_files = added_by(orders, 1) | added_by(orders, 2)
     assert len(first_files) == 2
@@ -133,7 +118,7 @@ def test_maintenance_compacts_and_vacuums_without_losing_a_row_or_a_streams_file
     # Two hours later (the removals made older), a third delivery, compacted again: the
     # first two files are outside the retention, but totals has not read version 2.
     age_removals(orders, 2)
-    deliver(tmp_path, 2)
+    deliver(tmp_path, 2, DELIVERIES[2])
     catch_up(spark, tmp_path, totals_behind)  # version 5
     assert maintain_orders(tmp_path) == [
         "orders: optimize: 2 files compacted into 1",  # version 6
@@ -197,7 +182,7 @@ def test_vacuum_keeps_the_files_a_stream_reading_the_table_has_not_read(
     log = EventLog(root, "shop")
 
     def append(row: tuple[str, str, int]) -> None:
-        frame = spark.createDataFrame([row], "order_id string, customer string, amount int")
+        frame = spark.createDataFrame([row], ORDER_COLUMNS)
         frame.write.format("delta").mode("append").save(str(orders))
 
     def follow() -> list[tuple[Any, ...]]:

@@ -673,6 +673,24 @@ class MaintenanceSpec(StrictModel):
         return int(parse_duration(self.retain) // 3600)
 
 
+class MaterializedViewSpec(StrictModel):
+    """A materialized view: a batch query over the pipeline's lake tables (and other
+    views), kept as a Delta table of the view's name and recomputed whole at each refresh
+    (one Delta version each), as Spark Declarative Pipelines' ``@materialized_view`` does.
+
+    It refreshes after a catch-up ``run`` (once its flows are done), after each scheduled
+    run of a flow whose table it reads, and on its own ``schedule``. See
+    docs/how-to/multi-hop.md.
+    """
+
+    sql: str = Field(min_length=1, description="SELECT ... FROM <table> [JOIN <table> ...]")
+    schedule: Cron | None = Field(
+        default=None, description='cron (UTC): refresh on it too, e.g. "0 * * * *"'
+    )
+    partition_by: tuple[str, ...] = Field(default=(), description="the table's partition columns")
+    description: str = Field(default="", description="shown by dry-run")
+
+
 class FlowSpec(StrictModel):
     """One source -> transform -> sink path.
 
@@ -799,6 +817,10 @@ class PipelineSpec(StrictModel):
         description="OPTIMIZE and VACUUM of every delta table the flows write (a flow's own "
         "maintenance sets keys over it)",
     )
+    materialized_views: dict[str, MaterializedViewSpec] = Field(
+        default_factory=dict,
+        description="name: {sql, schedule}: batch queries over the tables, kept as Delta tables",
+    )
     libraries: list[LibrarySpec] = Field(
         default_factory=list,
         description="files declaring flows: .py (@streamsmith.flow) and .sql, by glob",
@@ -863,6 +885,15 @@ class PipelineSpec(StrictModel):
                         f"flow {name!r} joins stream {input_name!r} from source {source!r}, "
                         f"which is not defined (sources: {', '.join(sorted(self.sources))})"
                     )
+        written = {table for flow in self.flows.values() if (table := _sink_table(flow))}
+        for name in self.materialized_views:
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"materialized view name {name!r} must be an identifier")
+            if name in written:
+                raise ValueError(
+                    f"materialized view {name!r} has the name of a table a flow writes: "
+                    "a view is a table of its own; rename one"
+                )
         for name, source_spec in self.sources.items():
             if source_spec.format == "kafka":
                 self.check_kafka_servers(f"sources.{name}", source_spec.options)

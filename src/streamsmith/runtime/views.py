@@ -1,8 +1,8 @@
 """Materialized views: a batch query over the pipeline's lake tables, kept as a Delta
 table and recomputed whole at each refresh (``materialized_views`` in the spec).
 
-A refresh reads every lake table as it is committed (each a temporary view named after
-it), runs the view's SQL, and replaces the view's table in one Delta version (an
+A refresh reads the lake tables its SQL names as last committed (each a temporary view
+of its name), runs the SQL, and replaces the view's table in one Delta version (an
 overwrite: readers see the old result or the new one, never a mix; the history keeps
 each result for time travel). It is a full recompute, never incremental.
 
@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from streamsmith.errors import UserError
 from streamsmith.io.delta import overwrite_table
-from streamsmith.io.lake import register_lake_views
+from streamsmith.io.lake import lake_tables, read_table
 from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.graph import dependency_order
 
@@ -102,7 +102,10 @@ def refresh(
         started = time.monotonic()
         event: dict[str, Any] = {"view": view.name, "table": view.name, "trigger": trigger}
         try:
-            register_lake_views(spark, root)
+            tables = lake_tables(root)
+            for name in view.reads:  # as last committed (a view refreshed just before, too)
+                if name in tables:
+                    read_table(spark, tables[name]).createOrReplaceTempView(name)
             result = spark.sql(view.sql)
             overwrite_table(result, view.path, view.partition_by)
         except Exception as exc:  # recorded and returned: callers alert or fail the run

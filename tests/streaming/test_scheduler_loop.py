@@ -5,6 +5,7 @@ against a real broker."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ SPEC = {
     "trigger": "available-now",
     "schedule": "* * * * *",
     "supervisor": {"max_retries": 0},
+    "maintenance": {"vacuum": "after_run", "retain": "1 hour"},
     "sources": {"clicks": {"format": "jsonl", "path": "input",
                            "schema": "user string, ms int"}},
     "flows": {
@@ -121,6 +123,13 @@ def test_scheduled_runs_in_one_session(spark: SparkSession, tmp_path: Path) -> N
     finished = [e for e in read_events(root, "clicks") if e["event"] == "run_finished"]
     assert finished[0]["input_rows"] == 2  # what the flow read (its quarantine may reread)
     assert events[5][2].startswith("nothing new")
+    # The run that ran ends with its tables' vacuum; the one with nothing new does not.
+    vacuums = [(e["table"], e["trigger"], e["message"]) for e in read_events(root, "clicks")
+               if e["event"] == "maintenance"]  # fmt: skip
+    assert vacuums == [
+        ("raw", "after_run", "0 files deleted, unused for 1 hours"),
+        ("raw_quarantine", "after_run", "0 files deleted, unused for 1 hours"),
+    ]
 
     # The process was down at 10:04 and 10:05: one run makes up for them on start. Then a
     # record fails its expectation: the run fails and alerts; the next tick runs anyway.
@@ -179,3 +188,36 @@ def test_nothing_new_from_kafka_only_when_the_broker_confirms_the_end(
     assert reason is not None and reason.endswith("(3 Kafka partitions)")
     produce(topic, [b'{"user": "u9", "ms": 9}'])
     assert nothing_new(plan) is None
+
+
+def test_the_scheduler_compacts_a_table_when_its_maintenance_cron_is_due(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    document = copy.deepcopy(SPEC)
+    document["schedule"] = "0 0 1 1 *"  # the flow's catch-ups: not due in this test
+    document["maintenance"] = {"optimize": "30 10 * * *"}
+    plan = plan_of(tmp_path, document)
+    raw = str(table_path(plan.root, "raw"))
+    for user in ("u1", "u2"):  # two appends: two small files
+        spark.createDataFrame([(user, 1)], "user string, ms int").write.format("delta").mode(
+            "append"
+        ).save(raw)
+    clock = ManualClock(at("10:29:00"))
+    with scheduling(spark, plan, clock) as scheduler:
+        scheduler.step()
+        clock.moment = at("10:30:00")
+        scheduler.step()
+        clock.moment = at("10:31:00")
+        scheduler.step()  # due once a day: not again
+
+    done = [
+        (e["table"], e["operation"], e["trigger"], e["files_removed"], e["files_added"])
+        for e in read_events(plan.root, "clicks")
+        if e["event"] == "maintenance"
+    ]
+    assert done == [("raw", "optimize", "30 10 * * *", 2, 1)]  # raw_quarantine: not written
+    assert sorted(read_table(spark, table_path(plan.root, "raw")).collect()) == [
+        ("u1", 1), ("u2", 1)
+    ]  # fmt: skip
+    (status,) = [s for s in query_statuses(read_events(plan.root)) if s.query == "clicks.raw"]
+    assert status.maintenance["raw optimize"].endswith(": 2 files compacted into 1")

@@ -185,9 +185,13 @@ _INPUT_POLL_S = 1.0  # how often a run waiting for its first input looks for it
 
 def _nothing_new(plan: Plan) -> bool:
     """A catch-up whose sources hold nothing its queries have not read ends here, before
-    Spark starts (recorded as a run with nothing new)."""
+    Spark starts (recorded as a run with nothing new), unless a materialized view's table
+    is still to be made."""
+    from streamsmith.io.lake_paths import is_delta
     from streamsmith.runtime.catchup import nothing_new, record_nothing_new
 
+    if not all(is_delta(view.path) for view in plan.views):
+        return False
     reason = nothing_new(plan)
     if reason is None:
         return False

@@ -16,7 +16,18 @@ from typing import Annotated, Any
 
 import typer
 
-from streamsmith.cli.common import Format, Root, check_format, print_rows, say, storage_root
+from streamsmith.cli.common import (
+    AppOrSpec,
+    Format,
+    Root,
+    Sets,
+    SpecFiles,
+    check_format,
+    print_rows,
+    say,
+    spec_for,
+    storage_root,
+)
 from streamsmith.errors import UserError
 
 table_cli = typer.Typer(
@@ -98,6 +109,50 @@ def vacuum(
     say(f"{table}: {verb} {len(removed)} files unused for {retain_hours} hours")
     for path in removed if dry_run else []:
         say(f"  {path}")
+
+
+@table_cli.command("maintain")
+def maintain(
+    app: AppOrSpec = None,
+    spec: SpecFiles = None,
+    set_: Sets = None,
+    root: Root = None,
+    tables: Annotated[
+        list[str] | None,
+        typer.Option("--table", help="Only this table (repeatable); default: every one."),
+    ] = None,
+) -> None:
+    """Run the spec's `maintenance` now: OPTIMIZE and VACUUM of each Delta table it
+    covers, whatever their schedule, with the guards of a scheduled run (retain written
+    into the table; files a stream has not read kept), each recorded in the event log."""
+    from streamsmith.monitor.eventlog import EventLog
+    from streamsmith.runtime.maintenance import failed, maintain
+    from streamsmith.runtime.plan import build_plan
+
+    application, pipeline = spec_for(app, spec, set_, root)
+    plan = build_plan(application, pipeline)
+    tasks = [task for flow in plan.flows for task in flow.maintenance]
+    unknown = sorted(set(tables or ()) - {task.table for task in tasks})
+    if unknown:
+        covered = ", ".join(sorted(task.table for task in tasks)) or "none"
+        raise UserError(
+            f"no maintenance declared for table(s) {', '.join(unknown)} (tables with "
+            f"maintenance: {covered}): add a maintenance block to the flow or the pipeline"
+        )
+    log = EventLog(plan.root, pipeline.app)
+    events = []
+    for task in tasks:
+        if tables and task.table not in tables:
+            continue
+        done = maintain(task, task.operations(), plan.root, log.write, "now")
+        if not done:
+            say(f"{task.table}: not written yet, nothing to maintain")
+        for event in done:
+            say(f"{task.table}: {event['operation']}: {event['message']}")
+        events += done
+    problems = failed(events)
+    if problems:
+        raise UserError("; ".join(problems))
 
 
 @table_cli.command("restore")

@@ -26,6 +26,7 @@ from streamsmith.config.loading import (
     read_spec_yaml,
 )
 from streamsmith.config.models import (
+    AFTER_RUN,
     FILE_FORMATS,
     INFER,
     STOPPING,
@@ -41,6 +42,8 @@ from streamsmith.config.models import (
     KafkaSpec,
     LibraryGlob,
     LibrarySpec,
+    MaintenanceSpec,
+    MaterializedViewSpec,
     MonitorSpec,
     NotifyEvent,
     NotifySpec,
@@ -59,6 +62,7 @@ from streamsmith.config.models import (
 )
 
 __all__ = [
+    "AFTER_RUN",
     "FILE_FORMATS",
     "INFER",
     "STOPPING",
@@ -74,6 +78,8 @@ __all__ = [
     "KafkaSpec",
     "LibraryGlob",
     "LibrarySpec",
+    "MaintenanceSpec",
+    "MaterializedViewSpec",
     "MonitorSpec",
     "NotifyEvent",
     "NotifySpec",

@@ -7,7 +7,8 @@ is reported as ``stopped (process gone)``.
 Runs (``run_started`` ... ``run_finished``, ``run_failed``, ``run_stopped``) name their
 queries. A scheduled query's row carries its schedule (:class:`ScheduleStatus`: the cron
 expression, its last run's due time and how it ended, the next due time); between runs
-its state is ``scheduled`` (``stopped`` once its process stopped).
+its state is ``scheduled`` (``stopped`` once its process stopped). The maintenance of a
+flow's tables (``maintenance``, ``maintenance_failed``) shows on its main query's row.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class QueryStatus:
     last_error: str | None
     schedule: ScheduleStatus | None = None
     schema_changes: int = 0  # new schema versions its source gained while it ran
+    # Its tables' last OPTIMIZE and VACUUM: "<table> <operation>" -> "<time>: <outcome>".
+    maintenance: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +124,12 @@ class StatusFold:
             entry["restarts"] += 1
         if kind == "schema_change":
             entry["schema_changes"] += 1
+        if kind in ("maintenance", "maintenance_failed"):
+            which = f"{event.get('table')} {event.get('operation')}"
+            failed = "failed " if kind == "maintenance_failed" else ""
+            done = f"{failed}{event.get('time')}: {event.get('message')}"
+            entry.setdefault("maintenance", {})[which] = done
+            return
         if kind == "terminated" and entry["state"] != "restarting":
             # Spark's event may arrive after the supervisor scheduled the restart
             entry["state"] = "failed" if event.get("message") else "stopped"
@@ -214,6 +223,7 @@ def _status(entry: Mapping[str, Any], alive: Callable[[int], bool]) -> QueryStat
         last_error=entry["error"],
         schedule=_schedule_status(entry),
         schema_changes=entry["schema_changes"],
+        maintenance=dict(entry.get("maintenance") or {}),
     )
 
 

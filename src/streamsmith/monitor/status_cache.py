@@ -28,7 +28,7 @@ from streamsmith.monitor.status import QueryStatus, StatusFold
 log = logging.getLogger(__name__)
 
 CACHE_DIR = Path("_monitor") / "status"
-_FORMAT = 1  # the cache's layout and the fold's meaning: a new one starts afresh
+_FORMAT = 2  # the cache's layout and the fold's meaning: a new one starts afresh
 
 
 def cached_statuses(

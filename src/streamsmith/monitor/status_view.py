@@ -127,6 +127,8 @@ def _row(status: QueryStatus, now: datetime) -> _Row:
             figures.append(("", f"{name} failed {counts['failed']}/{judged}"))
     if status.schema_changes:
         figures.append(("schema changes", str(status.schema_changes)))
+    for which, outcome in status.maintenance.items():
+        figures.append(("", f"{which} {outcome}"))
     if status.schedule is not None:
         last = status.schedule.last_run or "none yet"
         ended = f" ({status.schedule.last_run_state})" if status.schedule.last_run_state else ""

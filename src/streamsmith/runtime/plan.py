@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pyspark.sql.types import StructType
 
 from streamsmith.config import (
+    AFTER_RUN,
     INFER,
     FlowSpec,
     PipelineSpec,
@@ -37,8 +38,10 @@ from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
 from streamsmith.runtime.late import describe_rule, late_table
+from streamsmith.runtime.maintenance import TableMaintenance, check_retention, plan_tables
 from streamsmith.runtime.real_time import check_real_time
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
+from streamsmith.runtime.views import ViewPlan, order_views, tables_read, with_flows
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.transforms.events import RecordParser
 from streamsmith.transforms.expectations import Expectation
@@ -137,6 +140,7 @@ class FlowPlan:
     # None for any other source (with fail_on_new_columns, a new field stops the flow).
     schema_store: Path | None = None
     schedule: Schedule | None = None
+    maintenance: tuple[TableMaintenance, ...] = ()  # of its Delta tables (the spec's)
 
     @property
     def input(self) -> Source:
@@ -164,6 +168,7 @@ class Plan:
     root: Path
     flows: tuple[FlowPlan, ...]
     warnings: tuple[str, ...] = ()
+    views: tuple[ViewPlan, ...] = ()  # materialized views, in dependency order
 
     @property
     def outputs(self) -> tuple[Output, ...]:
@@ -189,6 +194,41 @@ class Plan:
         for flow in self.flows:
             if flow.schedule is not None:
                 found[flow.schedule] = (*found.get(flow.schedule, ()), flow)
+        return found
+
+    @property
+    def view_crons(self) -> dict[str, tuple[ViewPlan, ...]]:
+        """The materialized views each cron refreshes: those it schedules and the views
+        reading them, directly or not (in dependency order)."""
+        found: dict[str, tuple[ViewPlan, ...]] = {}
+        for cron in dict.fromkeys(v.schedule for v in self.views if v.schedule is not None):
+            names: set[str] = set()
+            for view in self.views:  # views come after those they read
+                if view.schedule == cron or names & set(view.reads):
+                    names.add(view.name)
+            found[cron] = tuple(view for view in self.views if view.name in names)
+        return found
+
+    def views_after(self, flows: Iterable[FlowPlan]) -> tuple[ViewPlan, ...]:
+        """The views reading (directly or through views) a table of ``flows``."""
+        names = {flow.name for flow in flows}
+        return tuple(view for view in self.views if view.flows & names)
+
+    @property
+    def stays_up(self) -> bool:
+        """Whether a run of this plan stays up: a flow runs always on, or on a schedule."""
+        return bool(self.schedules) or not all(o.trigger.terminates for o in self.outputs)
+
+    @property
+    def maintenance_crons(self) -> dict[str, tuple[TableMaintenance, ...]]:
+        """The tables whose maintenance each cron runs (the process that stays up runs
+        them: see :attr:`stays_up`)."""
+        found: dict[str, tuple[TableMaintenance, ...]] = {}
+        for flow in self.flows:
+            for task in flow.maintenance:
+                for cron in {task.optimize, task.vacuum} - {None, AFTER_RUN}:
+                    assert cron is not None
+                    found[cron] = (*found.get(cron, ()), task)
         return found
 
     def only(self, flows: tuple[FlowPlan, ...]) -> Plan:
@@ -242,6 +282,10 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         if spec.sources[flow.source].evolution == "none":  # counted, then left out
             expectations = (*expectations, KNOWN_FIELDS)
         streams = _streams(spec, app.name, definition, flow.streams)
+        lake = [(o.table, o.path, o.sink.table_format) for o in outputs if o.path is not None]
+        maintenance = plan_tables(
+            spec, definition.name, outputs[0].query_name, lake, flow_trigger.terminates
+        )
         flows.append(
             FlowPlan(
                 name=definition.name,
@@ -254,6 +298,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 expectations=expectations,
                 schema_store=_schema_store(spec, app.name, flow.source),
                 schedule=None if trigger else _schedule(spec, definition.name, flow_trigger),
+                maintenance=maintenance,
             )
         )
     if not flows:
@@ -263,7 +308,59 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     flows = _in_dependency_order(flows)
     check_table_reads(spec)
     flows = _shared_reads(app.name, flows)
-    return Plan(app=app, spec=spec, root=root, flows=tuple(flows), warnings=tuple(warnings))
+    views = _views(spec, flows)
+    plan = Plan(app, spec, root, tuple(flows), tuple(warnings), views)
+    _check_maintenance(plan)
+    if plan.maintenance_crons and not plan.stays_up:
+        tables = ", ".join(sorted({t.table for ts in plan.maintenance_crons.values() for t in ts}))
+        warning = (
+            f"the maintenance of table(s) {tables} runs on a cron, which a run that stays up "
+            "(always on, or with a schedule) keeps; this catch-up runs only after_run "
+            "maintenance: `streamsmith table maintain` runs the rest now"
+        )
+        plan = replace(plan, warnings=(*plan.warnings, warning))
+    return plan
+
+
+def _views(spec: PipelineSpec, flows: list[FlowPlan]) -> tuple[ViewPlan, ...]:
+    """The spec's materialized views, each after the views it reads, with the flows whose
+    tables it reads. A pipeline with a flow always on refreshes a view only on its
+    schedule, so there a view needs one."""
+    writers = {o.table: f.name for f in flows for o in f.outputs if o.role == "main"}
+    always_on = [f.name for f in flows if not all(o.trigger.terminates for o in f.outputs)]
+    views = []
+    for name, view in spec.materialized_views.items():
+        at = ("materialized_views", name)
+        where = f"materialized_views.{name} (in {spec.origin_of(at)})"
+        if view.schedule is None and always_on:
+            raise UserError(
+                f"{where}: flow {always_on[0]!r} runs always on, so no catch-up run ends "
+                'to refresh the view after: give it a schedule (e.g. "*/15 * * * *")'
+            )
+        views.append(
+            ViewPlan(
+                name=name,
+                sql=view.sql,
+                path=table_path(spec.root, name),
+                reads=tables_read(view.sql, where),
+                flows=frozenset(),
+                schedule=view.schedule,
+                partition_by=view.partition_by,
+                description=view.description,
+            )
+        )
+    return tuple(with_flows(order_views(views), writers))
+
+
+def _check_maintenance(plan: Plan) -> None:
+    """A table's ``retain`` covers the time between two runs of each scheduled flow
+    reading it as a stream (see ``streamsmith.runtime.maintenance``)."""
+    for flow in plan.flows:
+        for task in flow.maintenance:
+            for reader in plan.flows:
+                if any(path == task.path for _, path in reader.inputs):
+                    cron = reader.schedule.cron if reader.schedule is not None else None
+                    check_retention(plan.spec, task, reader.name, cron)
 
 
 def source_path(spec: PipelineSpec, name: str) -> Path | None:
@@ -857,6 +954,20 @@ def describe_plan(plan: Plan) -> str:
                 lines.append(f"    rejects to kafka topic {output.dead_letter_topic}")
             lines.append(f"    checkpoint {output.checkpoint}")
             lines.append(f"    backfill   {output.backfill_path}")
+        for task in flow.maintenance:
+            when = [f"{op} {task.when(op)}" for op in task.operations()]
+            lines.append(
+                f"  maintenance of table {task.table}: {', '.join(when)}, "
+                f"retain {task.retain_hours} hours"
+            )
+    for view in plan.views:
+        after = ", ".join(sorted(view.flows))
+        when = [f"after a run of {after}"] * bool(after) + [f"on {view.schedule} (UTC)"] * bool(
+            view.schedule
+        )
+        lines.append(f"materialized view {view.name}: {view.description}".rstrip(": "))
+        lines.append(f"  reads {', '.join(view.reads)}; full recompute into delta {view.path}")
+        lines.append(f"  refreshed {' and '.join(when) or 'by each catch-up run'}")
     lines.extend(describe_graph(plan))
     lines.extend(f"warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines)
@@ -865,9 +976,10 @@ def describe_plan(plan: Plan) -> str:
 def describe_graph(plan: Plan) -> list[str]:
     """The flows' dependency graph, one edge a line, in the order the flows start
     (nothing when no flow reads another's table)."""
-    if not any(plan.upstream(flow) for flow in plan.flows):
+    if not any(plan.upstream(flow) for flow in plan.flows) and not plan.views:
         return []
-    lines = ["dependency graph (flows start in this order):"]
+    then = ", then the views refresh" if plan.views else ""
+    lines = [f"dependency graph (flows start in this order{then}):"]
     for flow in plan.flows:
         for source_name, path in flow.inputs:
             writers = [
@@ -882,4 +994,10 @@ def describe_graph(plan: Plan) -> list[str]:
             how = "its change data feed" if feed else "appended rows"
             assert path is not None
             lines.append(f"  {writers[0]} -> {flow.name} (table {path.name}, {how})")
+    writing = {o.table: f.name for f in plan.flows for o in f.outputs if o.role == "main"}
+    for view in plan.views:
+        for table in view.reads:
+            writer = writing.get(table, table)
+            kind = "view" if table in {v.name for v in plan.views} else "table"
+            lines.append(f"  {writer} -> {view.name} (materialized view, reads {kind} {table})")
     return lines

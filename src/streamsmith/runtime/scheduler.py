@@ -17,6 +17,12 @@ Each run is a run in the event log: ``run_started`` (with the time it was due), 
   (``run_skipped``, with the reason), never run twice at once;
 - a failed run is recorded and alerted, and the next due time runs as usual.
 
+The spec's table maintenance runs here too (``streamsmith.runtime.maintenance``): an
+operation on a cron when it is due (one not made up after the process was down), one
+``after_run`` when a run of its flow finished well; between the checks of the queries,
+which keep running. A failed operation is recorded and alerted. So do materialized views
+(``streamsmith.runtime.views``): on their cron, and after a run of a flow they read.
+
 Times are UTC, from a :class:`Clock` that tests replace.
 """
 
@@ -38,7 +44,8 @@ from streamsmith.config import parse_duration
 from streamsmith.monitor.eventlog import read_events
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.catchup import nothing_new
-from streamsmith.runtime.plan import Plan, Schedule
+from streamsmith.runtime.maintenance import TableMaintenance, failed, maintain, run_after
+from streamsmith.runtime.plan import FlowPlan, Plan, Schedule
 from streamsmith.runtime.start import prepare_flows, wait_for
 from streamsmith.runtime.supervisor import (
     PipelineError,
@@ -49,6 +56,7 @@ from streamsmith.runtime.supervisor import (
     plan_monitor,
     run_end,
 )
+from streamsmith.runtime.views import refresh, refresh_failures
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +166,11 @@ class Scheduler:
         self.totals: dict[str, QueryOutcome] = {
             output.query_name: QueryOutcome(output.query_name) for output in plan.outputs
         }
+        self.maintenance = plan.maintenance_crons
+        self.maintenance_due: dict[str, datetime] = {}
+        self.view_crons = plan.view_crons
+        self.view_due: dict[str, datetime] = {}
+        self._always_maintained = False
 
     def health(self) -> dict[str, str]:
         """Each query's state for ``/health``: a scheduled query between runs is waiting."""
@@ -181,6 +194,10 @@ class Scheduler:
             else:
                 names = ", ".join(flow.name for flow in flows)
                 self._record(schedule, {"event": "scheduled"}, f"flows {names}")
+        for cron in self.maintenance:
+            self.maintenance_due[cron] = due_after(cron, now)
+        for cron in self.view_crons:
+            self.view_due[cron] = due_after(cron, now)
         if self.always is not None:
             self.always.start_all()
 
@@ -200,12 +217,43 @@ class Scheduler:
                 self._record(schedule, skipped, reason)
             else:
                 self._start_run(schedule, due, f"due at {stamp(due)}")
+        for cron, tasks in self.maintenance.items():
+            if now >= self.maintenance_due[cron]:
+                self.maintenance_due[cron] = due_after(cron, now)
+                for task in tasks:
+                    self._alert_failed(maintain(task, task.operations(cron), self.plan.root,
+                                                self.monitor.record, cron))  # fmt: skip
+        for cron, views in self.view_crons.items():
+            if now >= self.view_due[cron]:
+                self.view_due[cron] = due_after(cron, now)
+                self._alert_failed(refresh(self.spark, self.plan.root, views,
+                                           self.monitor.record, cron))  # fmt: skip
         for schedule, run in list(self.running.items()):
             if not run.supervisor.step():
                 self._end_run(schedule, stopped=False)
         if self.always is not None and not self.always.step():
-            return not self.always.report().failed
+            ok = not self.always.report().failed
+            if ok and not self._always_maintained:  # the unscheduled catch-ups are done
+                self._always_maintained = True
+                self._after_run(self.always.plan.flows, "run")
+            return ok
         return True
+
+    def _after_run(self, flows: Iterable[FlowPlan], why: str) -> None:
+        """The end of a catch-up run of ``flows``: their tables' after-run maintenance,
+        then the views reading them."""
+        tasks: list[TableMaintenance] = [task for flow in flows for task in flow.maintenance]
+        self._alert_failed(run_after(tasks, self.plan.root, self.monitor.record))
+        views = self.plan.views_after(flows)
+        self._alert_failed(refresh(self.spark, self.plan.root, views, self.monitor.record, why))
+
+    def _alert_failed(self, events: Iterable[Mapping[str, Any]]) -> None:
+        events = list(events)
+        rules = (("maintenance_failed", failed(events)),
+                 ("view_refresh_failed", refresh_failures(events)))  # fmt: skip
+        for rule, messages in rules:
+            for message in messages:
+                self.monitor.record({"event": "alert", "rule": rule, "message": message})
 
     def wait(self, stop: threading.Event) -> None:
         """Block until a query ends, ``stop`` is set, or the poll interval passes."""
@@ -262,6 +310,8 @@ class Scheduler:
             message = f"scheduled run {schedule.name} due at {stamp(run.due)} failed: "
             message += str(written.get("message"))
             self.monitor.record({"event": "alert", "rule": "run_failed", "message": message})
+        elif written["event"] == "run_finished":
+            self._after_run(self.schedules[schedule], schedule.name)
 
     def _add(self, report: RunReport) -> None:
         for outcome in report.queries:

@@ -1,0 +1,103 @@
+"""``OPTIMIZE`` and ``VACUUM`` of a lake table, through delta-rs (the ``deltalake``
+package): no JVM, and each commits an ordinary Delta version that Spark readers and a
+running stream take as they take any other.
+
+Compaction commits with ``dataChange: false``, so a stream reading the table skips it
+(the rows are those it has read). Vacuum runs in delta-rs' default (lite) mode: it deletes
+only the files that versions removed longer than the retention ago, never a file no
+version mentions yet (a batch being written now), and keeps every file of the versions
+listed in ``keep_from`` onwards (a stream's unread versions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
+# Delta's default: a version's log entry is kept 30 days, so time travel needs no more.
+DEFAULT_LOG_RETENTION_HOURS = 30 * 24
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one ``OPTIMIZE`` did: files removed and added, the version it committed."""
+
+    files_removed: int
+    files_added: int
+    version: int
+
+
+def _table(path: Path) -> Any:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path))
+
+
+def compact(path: Path, target_bytes: int | None = None) -> Compaction:
+    """Compact the small files of the table at ``path`` (a no-op commits nothing)."""
+    table = _table(path)
+    metrics = table.optimize.compact(target_size=target_bytes)
+    return Compaction(
+        int(metrics.get("numFilesRemoved", 0)),
+        int(metrics.get("numFilesAdded", 0)),
+        table.version(),
+    )
+
+
+def interval_hours(hours: int) -> str:
+    """A retention as Delta writes its table properties."""
+    return f"interval {hours} hours"
+
+
+def declare_retention(path: Path, hours: int) -> dict[str, str]:
+    """Make ``hours`` the table's ``delta.deletedFileRetentionDuration`` (and its log's
+    retention at least as long, so time travel within it finds the log); returns the
+    properties it changed (none: no commit)."""
+    table = _table(path)
+    current = table.metadata().configuration
+    wanted = {RETENTION_PROPERTY: interval_hours(hours)}
+    if hours > _hours(current.get(LOG_RETENTION_PROPERTY), DEFAULT_LOG_RETENTION_HOURS):
+        wanted[LOG_RETENTION_PROPERTY] = interval_hours(hours)
+    changed = {key: value for key, value in wanted.items() if current.get(key) != value}
+    if changed:
+        table.alter.set_table_properties(changed)
+    return changed
+
+
+def _hours(interval: str | None, default: int) -> float:
+    """Hours in a Delta interval property such as ``interval 30 days`` (``default`` when
+    unset or in a form this does not read)."""
+    if interval is None:
+        return default
+    from streamsmith.config import parse_duration
+
+    words = interval.lower().removeprefix("interval").strip()
+    try:
+        return parse_duration(words) / 3600
+    except ValueError:
+        return default
+
+
+def vacuum(path: Path, hours: int, keep_from: int | None = None) -> list[str]:
+    """Delete the files the table's versions removed more than ``hours`` ago, except
+    those of version ``keep_from`` and later; Delta refuses ``hours`` below the table's
+    ``delta.deletedFileRetentionDuration``. Returns the files deleted."""
+    table = _table(path)
+    keep = list(range(keep_from, table.version() + 1)) if keep_from is not None else None
+    removed: list[str] = table.vacuum(
+        retention_hours=hours, dry_run=False, enforce_retention_duration=True, keep_versions=keep
+    )
+    return removed
+
+
+def latest_version(path: Path) -> int:
+    """The table's latest version."""
+    return int(_table(path).version())
+
+
+def table_id(path: Path) -> str:
+    """The table's id (``metaData.id``), which a stream reading it keeps in its offsets."""
+    return str(_table(path).metadata().id)

@@ -1,0 +1,303 @@
+"""The spec's ``maintenance``: ``OPTIMIZE`` and ``VACUUM`` of a pipeline's Delta tables,
+when the spec says (a cron, or after each catch-up run of the flow), recorded in the
+event log.
+
+Vacuum never deletes a file a reader of the table still needs:
+
+- a time-travel read of a version committed within ``retain``: vacuum deletes only files
+  that versions removed longer than ``retain`` ago, and ``retain`` is written into the
+  table as ``delta.deletedFileRetentionDuration``, so Delta itself refuses any shorter
+  VACUUM (ours, Spark's, delta-rs');
+- a stream reading the table: every checkpoint under the storage root whose offsets name
+  the table (by its Delta id) holds the last version that stream committed; vacuum keeps
+  every file of that version and later ones, however old, so a stream stopped for longer
+  than ``retain`` still finds the files it has not read. The plan also refuses a
+  ``retain`` shorter than the time between two runs of a scheduled flow reading the table
+  as a stream, which would have every run of that flow hold files back.
+
+Each operation is one event: ``maintenance`` (table, operation, files removed and added,
+the version it committed, its duration) or ``maintenance_failed`` (with the reason).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from streamsmith.config import AFTER_RUN, MaintenanceSpec, PipelineSpec
+from streamsmith.errors import UserError
+from streamsmith.io import delta_maintenance
+from streamsmith.io.lake_paths import CHECKPOINTS_DIR, is_delta
+from streamsmith.monitor.recorder import first_line
+
+log = logging.getLogger(__name__)
+
+Operation = Literal["optimize", "vacuum"]
+OPERATIONS: tuple[Operation, ...] = ("optimize", "vacuum")
+Record = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """The maintenance of one Delta table of a flow: when each operation runs (a cron,
+    ``after_run``, or None: never), its retention in hours and OPTIMIZE's file size."""
+
+    table: str
+    path: Path
+    flow: str
+    query: str  # the flow's main query: where ``status`` shows the table's maintenance
+    optimize: str | None
+    vacuum: str | None
+    retain_hours: int
+    target_file_mb: int | None = None
+
+    def when(self, operation: Operation) -> str | None:
+        return self.optimize if operation == "optimize" else self.vacuum
+
+    def operations(self, when: str | None = None) -> tuple[Operation, ...]:
+        """The operations declared (at ``when`` only, when given)."""
+        return tuple(
+            op for op in OPERATIONS if self.when(op) and (when is None or self.when(op) == when)
+        )
+
+
+def flow_maintenance(spec: PipelineSpec, flow: str) -> tuple[MaintenanceSpec | None, str]:
+    """The maintenance of ``flow``'s tables: the flow's keys over the pipeline's (None:
+    none), and the spec key its ``retain`` comes from, for messages."""
+    base, own = spec.maintenance, spec.flows[flow].maintenance
+    if own is None:
+        return base, "maintenance.retain"
+    given = {key: getattr(own, key) for key in own.model_fields_set}
+    merged = base.model_copy(update=given) if base is not None else own
+    key = f"flows.{flow}.maintenance.retain" if "retain" in given or base is None else ""
+    return merged, key or "maintenance.retain"
+
+
+def plan_tables(
+    spec: PipelineSpec,
+    flow: str,
+    query: str,
+    tables: Sequence[tuple[str, Path, str]],
+    terminates: bool,
+) -> tuple[TableMaintenance, ...]:
+    """The maintenance of ``flow``'s lake tables ((name, path, format) each), checked
+    against the flow: a flow's own block needs Delta tables, and ``after_run`` needs a
+    flow that runs as catch-ups (``terminates``)."""
+    merged, _ = flow_maintenance(spec, flow)
+    if merged is None or not (merged.optimize or merged.vacuum):
+        return ()
+    own = spec.flows[flow].maintenance
+    at = ("flows", flow, "maintenance") if own is not None else ("maintenance",)
+    where = f"{'.'.join(at)} (in {spec.origin_of(at)})"
+    delta = [(name, path) for name, path, table_format in tables if table_format == "delta"]
+    if own is not None and not delta:
+        raise UserError(
+            f"{where}: OPTIMIZE and VACUUM are Delta operations, and flow {flow!r} writes "
+            "no Delta table: remove the key or set its sink's format: delta"
+        )
+    for operation in OPERATIONS:
+        if getattr(merged, operation) == AFTER_RUN and not terminates and delta:
+            raise UserError(
+                f"{where}: {operation}: after_run runs after each catch-up run of the "
+                f'flow, and flow {flow!r} runs always on: give a cron (e.g. "0 3 * * *")'
+            )
+    return tuple(
+        TableMaintenance(
+            table=name,
+            path=path,
+            flow=flow,
+            query=query,
+            optimize=merged.optimize,
+            vacuum=merged.vacuum,
+            retain_hours=merged.retain_hours,
+            target_file_mb=merged.target_file_mb,
+        )
+        for name, path in delta
+    )
+
+
+def check_retention(
+    spec: PipelineSpec, task: TableMaintenance, reader: str, cron: str | None
+) -> None:
+    """Refuse a ``retain`` shorter than the time between two runs of flow ``reader``
+    (scheduled by ``cron``), which reads ``task``'s table as a stream."""
+    if task.vacuum is None or cron is None:
+        return
+    gap = longest_gap(cron)
+    if task.retain_hours * 3600 >= gap:
+        return
+    _, key = flow_maintenance(spec, task.flow)
+    at = tuple(key.split("."))
+    raise UserError(
+        f"{key} (in {spec.origin_of(at)}): {task.retain_hours} hours is shorter than the "
+        f"{_hours_text(gap)} between two runs of flow {reader!r} (schedule {cron!r}), "
+        f"which reads table {task.table!r} as a stream: VACUUM would have to keep the "
+        f"files of every version that flow has not read yet; set retain to at least "
+        f"{_hours_text(gap)}"
+    )
+
+
+def longest_gap(cron: str) -> float:
+    """The longest time between two due times of ``cron`` over a year (or its first
+    thousand due times, which a cron frequent enough to have more repeats within), in
+    seconds."""
+    from croniter import croniter
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    times = croniter(cron, start)
+    previous: datetime = times.get_next(datetime)
+    longest = 0.0
+    for _ in range(1000):
+        if previous >= start + timedelta(days=366):
+            break
+        following: datetime = times.get_next(datetime)
+        longest = max(longest, (following - previous).total_seconds())
+        previous = following
+    return longest
+
+
+def _hours_text(seconds: float) -> str:
+    hours = int(-(-seconds // 3600))
+    number, unit = (hours, "hour") if hours % 24 else (hours // 24, "day")
+    return f"{number} {unit}" + ("" if number == 1 else "s")
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """A stream reading a table: its checkpoint and the oldest version it still needs."""
+
+    checkpoint: Path
+    version: int
+
+
+def stream_positions(root: Path, table_id: str) -> list[StreamPosition]:
+    """Every query checkpoint under ``root`` reading the Delta table ``table_id``, with
+    the first version it still needs: the one its last committed batch's offset names
+    (Delta's offset is the version to read on from, or the snapshot being read); before
+    its first commit, the one its first batch's offset names."""
+    found = []
+    for checkpoint in sorted((root / CHECKPOINTS_DIR).glob("*/*")):
+        offsets = _log_ids(checkpoint / "offsets")
+        if not offsets:
+            continue
+        committed = _log_ids(checkpoint / "commits")
+        batch = max(committed) if committed else min(offsets)
+        versions = [
+            int(entry["reservoirVersion"])
+            for entry in _source_offsets(checkpoint / "offsets" / str(batch))
+            if entry.get("reservoirId") == table_id and "reservoirVersion" in entry
+        ]
+        if versions:
+            found.append(StreamPosition(checkpoint, min(versions)))
+    return found
+
+
+def _log_ids(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()]
+
+
+def _source_offsets(file: Path) -> Iterable[dict[str, Any]]:
+    """The JSON object offsets of an offset-log file (a version line, the batch's
+    metadata, then one line per source)."""
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()[2:]
+    except FileNotFoundError:
+        return
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a source whose offset is not JSON: not a Delta table's
+        if isinstance(entry, dict):
+            yield entry
+
+
+def maintain(
+    task: TableMaintenance,
+    operations: Iterable[Operation],
+    root: Path,
+    record: Record,
+    trigger: str,
+) -> list[dict[str, Any]]:
+    """Run ``operations`` on ``task``'s table, each recorded (``trigger`` says why it
+    ran: a cron, after_run, or now); returns the events written. A table not written
+    yet has nothing to maintain."""
+    if not is_delta(task.path):
+        log.info("table %s is not written yet: nothing to maintain", task.table)
+        return []
+    written = []
+    for operation in operations:
+        event = {"table": task.table, "query": task.query, "operation": operation,
+                 "trigger": trigger}  # fmt: skip
+        started = time.monotonic()
+        try:
+            done = _optimize(task) if operation == "optimize" else _vacuum(task, root)
+        except Exception as exc:  # recorded and returned, never silent: callers alert or fail
+            reason = first_line(str(exc)) or type(exc).__name__
+            message = f"{operation} of table {task.table} failed: {reason}"
+            log.warning(message, exc_info=True)
+            written.append(record({**event, "event": "maintenance_failed", "message": message}))
+            continue
+        seconds = round(time.monotonic() - started, 3)
+        written.append(record({**event, "event": "maintenance", **done, "duration_s": seconds}))
+    return written
+
+
+def _optimize(task: TableMaintenance) -> dict[str, Any]:
+    target = task.target_file_mb * 1024 * 1024 if task.target_file_mb else None
+    done = delta_maintenance.compact(task.path, target)
+    return {
+        "files_removed": done.files_removed,
+        "files_added": done.files_added,
+        "version": done.version,
+        "message": f"{done.files_removed} files compacted into {done.files_added}",
+    }
+
+
+def _vacuum(task: TableMaintenance, root: Path) -> dict[str, Any]:
+    declared = delta_maintenance.declare_retention(task.path, task.retain_hours)
+    latest = delta_maintenance.latest_version(task.path)
+    streams = stream_positions(root, delta_maintenance.table_id(task.path))
+    behind = [stream for stream in streams if stream.version <= latest]
+    keep_from = min((stream.version for stream in behind), default=None)
+    removed = delta_maintenance.vacuum(task.path, task.retain_hours, keep_from)
+    message = f"{len(removed)} files deleted, unused for {task.retain_hours} hours"
+    if keep_from is not None:
+        names = ", ".join(
+            f"{s.checkpoint.parent.name}.{s.checkpoint.name}"
+            for s in behind
+            if s.version == keep_from
+        )
+        message += f"; kept the files of version {keep_from} on, which {names} has not read"
+    return {
+        "files_removed": len(removed),
+        "files_added": 0,
+        "retain_hours": task.retain_hours,
+        "kept_from_version": keep_from,
+        "properties_set": declared,
+        "message": message,
+    }
+
+
+def run_after(
+    tasks: Iterable[TableMaintenance], root: Path, record: Record
+) -> list[dict[str, Any]]:
+    """The ``after_run`` operations of ``tasks`` (their flows' catch-up run ended)."""
+    return [
+        event
+        for task in tasks
+        for event in maintain(task, task.operations(AFTER_RUN), root, record, AFTER_RUN)
+    ]
+
+
+def failed(events: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The messages of the failed operations among ``events``."""
+    return [str(e.get("message")) for e in events if e.get("event") == "maintenance_failed"]

@@ -26,9 +26,11 @@ FILES = 4
 @pytest.mark.parametrize(
     ("flow", "side", "reference"),
     [
-        # make test kills the type 2 flow (history and its change log); make test-deep both
+        # make test-deep (over a minute each): make test kills a MERGE between its Delta
+        # commit and the checkpoint in test_delta_crash.py, and replays a CDC batch in
+        # tests/streaming/test_cdc.py
         pytest.param("customers", cdc.TOMBSTONES, scd1, marks=pytest.mark.deep),
-        ("customer_history", cdc.CHANGE_LOG, scd2),
+        pytest.param("customer_history", cdc.CHANGE_LOG, scd2, marks=pytest.mark.deep),
     ],
 )
 def test_kills_between_and_after_the_delta_commits_replay_to_the_same_tables(

@@ -1,8 +1,9 @@
-"""The chaos run's short profile, as ``make test`` runs it: five SIGKILLs (a third or more
-while a batch is in flight), a SIGTERM, an approved upgrade, the broker and PostgreSQL
-each taken away, 200 malformed records of twelve kinds (a gzip file cut short among
-them); nothing lost, nothing duplicated, every malformed record quarantined with its
-reason (``benchmarks/chaos.py``; ``make test-chaos`` runs the full profile)."""
+"""The chaos run's short profile, as ``make test-deep`` runs it (about 3.5 minutes, out
+of ``make test``'s budget, whose crash tests kill each path on its own): five SIGKILLs
+(a third or more while a batch is in flight), a SIGTERM, an approved upgrade, the broker
+and PostgreSQL each taken away, 200 malformed records of twelve kinds (a gzip file cut
+short among them); nothing lost, nothing duplicated, every malformed record quarantined
+with its reason (``benchmarks/chaos.py``; ``make test-chaos`` runs the full profile)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.deep]
 
 CHAOS = Path(__file__).resolve().parents[2] / "benchmarks/chaos.py"
 

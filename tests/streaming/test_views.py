@@ -87,6 +87,7 @@ def test_views_are_recomputed_after_each_catch_up_run(spark: SparkSession, tmp_p
     ]  # fmt: skip
 
 
+@pytest.mark.deep  # ~25 s; make test refreshes views on their cron (below), refuses bad ones
 def test_a_refresh_recomputes_each_view_after_those_it_reads(
     spark: SparkSession, tmp_path: Path
 ) -> None:

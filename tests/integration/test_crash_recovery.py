@@ -65,6 +65,7 @@ def test_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(
     assert batch_ids(tmp_path / CHECKPOINT / "commits") == set(range(FILES))
 
 
+@pytest.mark.deep
 def test_sigterm_stops_after_the_current_batch(tmp_path: Path) -> None:
     generate_cloudtrail(tmp_path / "input/cloudtrail", files=16, records_per_file=100, seed=8)
     process = start_pipeline(tmp_path, "--trigger", "interval=0s", *ONE_FILE_PER_BATCH)

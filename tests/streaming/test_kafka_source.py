@@ -296,6 +296,7 @@ def test_json_at_the_source_equals_from_json_and_flags_bad_values(
     assertDataFrameEqual(out, decoded)
 
 
+@pytest.mark.deep
 def test_broker_gone_mid_stream_fails_the_query_clearly(
     spark: SparkSession, produce: Produce, tmp_path: Path
 ) -> None:

@@ -57,6 +57,7 @@ def test_signals_flows_equal_the_batch_result_for_every_split(
     assert all(r.compared_rows > 0 for r in report.results)
 
 
+@pytest.mark.deep
 def test_actions_counts_equal_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path, postgres_env: str
 ) -> None:
@@ -74,6 +75,7 @@ def test_actions_counts_equal_the_batch_result_for_every_split(
     assert all(r.compared_rows > 0 for r in report.results)
 
 
+@pytest.mark.deep
 def test_activity_dedup_equals_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path, postgres_env: str
 ) -> None:
@@ -133,6 +135,7 @@ def test_nest_flows_from_kafka_equal_the_batch_result_for_every_split(
     assert all(r.compared_rows > 0 for r in report.results)
 
 
+@pytest.mark.deep
 def test_log_curation_equals_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -146,6 +149,7 @@ def test_log_curation_equals_the_batch_result_for_every_split(
     assert all(r.compared_rows > 0 for r in report.results)
 
 
+@pytest.mark.deep
 def test_secops_structured_logs_equal_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path
 ) -> None:

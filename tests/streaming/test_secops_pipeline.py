@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 from typer.testing import CliRunner
@@ -51,6 +52,7 @@ def write_chunk(root: Path, data: SecopsData, number: int) -> None:
         staging.replace(folder / f"secops-{source}-{number:05d}.json")
 
 
+@pytest.mark.deep
 def test_the_platform_structures_attributes_and_alerts_exactly(
     spark: SparkSession, tmp_path: Path, broker: EmbeddedBroker
 ) -> None:

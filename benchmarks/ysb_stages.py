@@ -2,9 +2,9 @@
 
 On one generated data set (``--events`` ad events as JSON-lines files), prints the warm
 median of ``available-now`` runs of the ``campaign_windows`` flow with only its table
-query (which then parses only what it needs: no side query reads its per-batch report),
-with table and quarantine, and with all three (table, quarantine, late events), beside
-bare Spark's ``readStream.json`` with the same query (files only); then,
+query (which still counts every record it reads, so Spark cannot push its filter into
+the JSON reader), with table and quarantine, and with all three (table, quarantine,
+late events), beside bare Spark's ``readStream.json`` with the same query (files only); then,
 as batch jobs into Spark's ``noop`` sink, the bare JSON reader against the app's source
 and parse (accepted views, quarantined rows, every row checked) and against Arrow's
 JSON reader in a Python data source (``_arrow_lines.py``) under the same parse: the

@@ -259,13 +259,16 @@ def test_a_sql_flow_reports_the_records_it_read_and_the_rows_it_wrote(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """Not the rows after its filter: a gzipped file is one row of Spark's input, a
-    filter leaves 1 of the 10 records read."""
+    filter leaves 1 of the 10 records read. A second flow over the same source (its
+    sibling keeps the quarantine, so it runs no side query) counts the same records."""
     spec = {
         "name": "rw",
         "storage_root": "data",
         "sources": {"events": {"format": "jsonl", "path": "input/events", "compression": "gzip",
                                "schema": "id string, n bigint", "required": ["id"]}},
-        "flows": {"big": {"sql": "SELECT * FROM events WHERE n > 8", "sink": {"table": "big"}}},
+        "flows": {"big": {"sql": "SELECT * FROM events WHERE n > 8", "sink": {"table": "big"}},
+                  "small": {"sql": "SELECT * FROM events WHERE n < 2",
+                            "sink": {"table": "small"}}},
     }  # fmt: skip
     (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
     folder = tmp_path / "data/input/events"
@@ -280,8 +283,11 @@ def test_a_sql_flow_reports_the_records_it_read_and_the_rows_it_wrote(
     report = run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
     (main,) = [q for q in report.queries if q.name == "rw.big"]
     assert (main.batches, main.input_rows, main.output_rows) == (1, 11, 1)
+    (sibling,) = [q for q in report.queries if q.name == "rw.small"]
+    assert (sibling.batches, sibling.input_rows, sibling.output_rows) == (1, 11, 2)
+    assert not any(q.name == "rw.small.quarantine" for q in report.queries)
     events = read_events(tmp_path / "data", "rw")
     (batch,) = [e for e in events if e["event"] == "progress" and e["query"] == "rw.big"]
     assert (batch["input_rows"], batch["output_rows"]) == (11, 1)
     (end,) = [e for e in events if e["event"] == "run_finished"]
-    assert (end["input_rows"], end["output_rows"]) == (11, 1)
+    assert (end["input_rows"], end["output_rows"]) == (22, 3)

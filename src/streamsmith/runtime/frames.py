@@ -112,17 +112,19 @@ def flow_frames(
     check_expectations(parsed, expectations)
     tagged = quarantine_failures(parsed, expectations)
     main = quarantine_failures(counted(parsed, watched, _valid(), judged), expectations)
-    # The main query reports its rejects and oldest event time per batch, so the side
-    # queries can skip the batches that hold nothing for them. The report needs every
-    # row parsed (Spark then cannot push the transform's filters into a JSON reader), so
-    # a flow without side queries goes without it.
+    # The main query reports the records it read and its rejects per batch, and with
+    # side queries its oldest event time, so those can skip the batches that hold
+    # nothing for them. Counting every record read keeps Spark from pushing the
+    # transform's filters into a JSON reader (Spark's own input rows would count only
+    # what passes them), the price of counts that reconcile (benchmarks/ysb_stages.py).
     rule = definition.event_time
-    late_time = rule.column if rule is not None and definition.record_late else None
-    reported = counts and streaming and any(is_side_query(flow, o) for o in flow.outputs)
+    sides = any(is_side_query(flow, o) for o in flow.outputs)
+    late_time = rule.column if rule is not None and definition.record_late and sides else None
     # It carries a batch's few rejects to the quarantine where the reader keeps their raw
     # payload cheaply (files: ``deferred_raw``; a Kafka read is pruned to what it uses).
     carry = any(o.role == "quarantine" for o in flow.outputs)
-    main = observe_flow(main, late_time, carry_rejects=carry) if reported else main
+    if counts and streaming:
+        main = observe_flow(main, late_time, carry_rejects=carry)
     if flow.source.evolution in STOPPING:  # a field the schema lacks stops the batch
         fitting = stop_on_new_fields(accepted(main, keep=(NEW_FIELDS,))).drop(NEW_FIELDS)
     else:

@@ -42,6 +42,10 @@ QUESTIONS = {
         "ELSE split(reason, ':')[0] END AS reason, count(*) AS rows "
         "FROM cloudtrail_events_quarantine GROUP BY 1 ORDER BY 2 DESC, 1"
     ),
+    "the materialized view: the APIs failing most, per day": (
+        "SELECT date, eventName, failed_calls, calls FROM cloudtrail_daily_activity "
+        "WHERE failed_calls > 0 ORDER BY failed_calls DESC, date, eventName LIMIT 5"
+    ),
     "ad-hoc: who was denied most often?": (
         "SELECT coalesce(userIdentity_arn, userIdentity_invokedBy, userIdentity_type) "
         "AS principal, count(*) AS denied_calls, "

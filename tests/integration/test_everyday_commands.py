@@ -146,7 +146,7 @@ def test_everyday_commands_start_no_jvm(
         assert result.returncode == 0, (command, result.stderr)
     assert not mark.exists()
     assert "checkpoint" in ran["--help"].stdout and "status" in ran["--help"].stdout
-    assert "cloudtrail: CloudTrail log files to a date-partitioned Parquet table" in (
+    assert "cloudtrail: CloudTrail log files to a date-partitioned Delta table" in (
         ran["apps"].stdout
     )
     assert f"checkpoint {checkpoint}\n" in ran["dry-run --plan-only"].stdout

@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from streamsmith.apps import get_app
+from streamsmith.apps.cloudtrail import DAILY_ACTIVITY
 from streamsmith.config import Trigger, load_spec
 from streamsmith.generate.cloudtrail import CorruptKind, generate_cloudtrail
 from streamsmith.io.lake import read_table, register_lake_views
@@ -69,6 +70,10 @@ def test_available_now_processes_backlog_then_only_new_files(
     assert set(ids) == first.valid_event_ids | second.valid_event_ids
     dates = {r.date for r in spark.table("cloudtrail_events").select("date").distinct().collect()}
     assert dates == {dt.date(2026, 11, d) for d in (20, 21, 22, 24, 25, 26)}  # 3-day spans
+    # The app's materialized view was recomputed after the run: the same as its query now.
+    assertDataFrameEqual(
+        read_table(spark, tmp_path / "tables/cloudtrail_daily_activity"), spark.sql(DAILY_ACTIVITY)
+    )
 
     assert run_pipeline(spark, plan).queries[0].input_rows == 0  # nothing new to read
 
@@ -118,6 +123,7 @@ def test_backfill_equals_stream_and_full_refresh_reprocesses(
         "cloudtrail_events_quarantine",
         "cloudtrail_events_backfill",
         "cloudtrail_events_quarantine_backfill",
+        "cloudtrail_daily_activity",  # the app's materialized view, refreshed by the run
     }
     assertDataFrameEqual(
         spark.table("cloudtrail_events"), spark.table("cloudtrail_events_backfill")

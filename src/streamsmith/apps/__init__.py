@@ -27,7 +27,7 @@ ENTRY_POINT_GROUP = "streamsmith.pipelines"
 # it: listing them imports none (no PySpark), and using one imports only its own module.
 # tests/unit/test_pipeline_specs.py checks each module's Pipeline says the same.
 REFERENCE_APPS = {
-    "cloudtrail": "CloudTrail log files to a date-partitioned Parquet table",
+    "cloudtrail": "CloudTrail log files to a date-partitioned Delta table",
     "nest": "Nest camera snapshots from Kafka: archive and hourly sightings per zip code",
     "actions": "phone open/close actions counted per hour, exactly once into PostgreSQL",
     "signals": "IoT signals: running averages per device and sliding-window statistics",

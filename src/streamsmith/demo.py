@@ -240,7 +240,7 @@ def run_signals_demo(root: Path, *, devices: int, events: int, console: Console)
         spec = load_spec(app.default_spec, overrides=overrides, storage_root=str(root))
         spark = build_session(spec.spark, "streamsmith-demo-signals")
         run_pipeline(spark, build_plan(app, spec, Trigger("available-now")), threading.Event())
-        console.print("2. ran the signals app: PostgreSQL (update), lake (append), memory")
+        console.print("2. ran the signals app: to PostgreSQL (update), lake (append), memory")
         with psycopg.connect(server.dsn) as conn:
             windows = conn.execute(
                 'SELECT "deviceId", window_start, window_end, events, '

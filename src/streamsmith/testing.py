@@ -71,7 +71,8 @@ _DIGITS = 9  # doubles (averages) are compared to 9 decimals: sums in another or
 
 @dataclass(frozen=True)
 class FlowResult:
-    """One flow in one random split: what the comparison found."""
+    """One sink of a flow in one random split: what the comparison found (``flow`` is
+    ``<flow>.<sink>`` for a flow's named ``sinks``)."""
 
     flow: str
     seed: int
@@ -166,7 +167,7 @@ def check_prefix_integrity(
     prepare_root: Callable[[Path], None] | None = None,
 ) -> IntegrityReport:
     """Feed ``records`` to an app's flows in random chunks, ``splits`` times, and compare
-    each flow's final output with the backfill of the same input.
+    what each sink of each flow holds at the end with the backfill of the same input.
 
     ``records`` are the input of the flows' (shared) file source in delivery order: lines
     for ``jsonl``, ``csv`` and ``text`` sources, whole documents for ``json`` ones.
@@ -208,11 +209,17 @@ def _kafka_topics(app: App, index: int, bootstrap: str | None) -> dict[str, Any]
         for name, source in app.default_spec["sources"].items()
         if source.get("format") == "kafka"
     }
-    flows = {
-        name: {"sink": {"topic": flow["sink"]["topic"] + suffix}}
-        for name, flow in app.default_spec["flows"].items()
-        if (flow.get("sink") or {}).get("format") == "kafka"
-    }
+    flows: dict[str, Any] = {}
+    for name, flow in app.default_spec["flows"].items():
+        if (flow.get("sink") or {}).get("format") == "kafka":
+            flows[name] = {"sink": {"topic": flow["sink"]["topic"] + suffix}}
+        named = {
+            key: {"topic": sink["topic"] + suffix}
+            for key, sink in (flow.get("sinks") or {}).items()
+            if sink.get("format") == "kafka"
+        }
+        if named:
+            flows[name] = {"sinks": named}
     return {"kafka": {"bootstrap_servers": bootstrap}, "sources": sources, "flows": flows}
 
 
@@ -313,7 +320,8 @@ def _run_split(
             runner.send(chunk)
             if restart_every and (number + 1) % restart_every == 0 and number + 1 < len(chunks):
                 runner.restart()
-        streamed = {flow.name: _sink_content(spark, plan, flow) for flow in plan.flows}
+        sinks = [(flow, output) for flow in plan.flows for output in _sinks(flow)]
+        streamed = [_sink_content(spark, plan, flow, output) for flow, output in sinks]
         # Each split has its own input files, whose paths some outputs hold: a batch
         # result per split.
         return [
@@ -321,27 +329,32 @@ def _run_split(
                 spark,
                 plan,
                 flow,
-                streamed[flow.name],
-                _batch_result(spark, plan, flow),
+                output,
+                content,
+                _batch_result(spark, plan, flow, output),
                 chunks,
                 split_seed,
             )
-            for flow in plan.flows
+            for (flow, output), content in zip(sinks, streamed, strict=True)
         ]
 
 
-def _batch_result(spark: SparkSession, plan: Plan, flow: FlowPlan) -> DataFrame:
-    """The flow's backfill over the same input, as its sink would hold it (for append
-    mode over windows, the windows the stream has closed)."""
-    main = flow.outputs[0]
+def _sinks(flow: FlowPlan) -> list[Output]:
+    """The flow's sinks: its one ``sink``, or each of its ``sinks``."""
+    return [output for output in flow.outputs if output.role in ("main", "sink")]
+
+
+def _batch_result(spark: SparkSession, plan: Plan, flow: FlowPlan, output: Output) -> DataFrame:
+    """The flow's backfill over the same input, as the sink ``output`` would hold it (for
+    append mode over windows, the windows the stream has closed)."""
     frames = flow_frames(spark, flow, plan.root, streaming=False)
     # Materialised first: comparing two deep plans makes Spark's optimizer run out of heap.
-    write_table(servable(output_frame(frames, main)), main.backfill_path)
-    expected = _normalise(read_table(spark, main.backfill_path))
-    if main.kind == "topic":
+    write_table(servable(output_frame(frames, output)), output.backfill_path)
+    expected = _normalise(read_table(spark, output.backfill_path))
+    if output.kind == "topic":
         expected = expected.select(*(F.col(c).cast("string") for c in ("key", "value")))
     rule = flow.definition.event_time
-    if main.output_mode == "append" and flow.definition.stateful and rule is not None:
+    if output.output_mode == "append" and flow.definition.stateful and rule is not None:
         expected = _closed_windows(frames, rule, expected)
     return expected
 
@@ -350,12 +363,13 @@ def _compare(
     spark: SparkSession,
     plan: Plan,
     flow: FlowPlan,
+    output: Output,
     streamed: DataFrame,
     expected: DataFrame,
     chunks: Sequence[Sequence[bytes]],
     split_seed: int,
 ) -> FlowResult:
-    """The sink's content against the backfill of the same flow (memory tables are read
+    """A sink's content against the backfill of the same flow (memory tables are read
     before the queries stop, the backfill after)."""
     rule = flow.definition.event_time
     # The late events of this rule, recorded by whichever flow over the same events does.
@@ -381,7 +395,7 @@ def _compare(
     missing = [str(tuple(r)) for r in expected.exceptAll(streamed).limit(20).collect()]
     unexpected = [str(tuple(r)) for r in streamed.exceptAll(expected).limit(20).collect()]
     return FlowResult(
-        flow=flow.name,
+        flow=flow.name if output.name is None else f"{flow.name}.{output.name}",
         seed=split_seed,
         chunk_sizes=tuple(len(chunk) for chunk in chunks),
         compared_rows=expected.count(),
@@ -446,10 +460,9 @@ def _kafka_feed(options: Mapping[str, ConfValue]) -> Feed:
     return produce
 
 
-def _sink_content(spark: SparkSession, plan: Plan, flow: FlowPlan) -> DataFrame:
-    """The final content of the flow's sink as a DataFrame (a topic: its newest value
-    per key, as strings)."""
-    output = flow.outputs[0]
+def _sink_content(spark: SparkSession, plan: Plan, flow: FlowPlan, output: Output) -> DataFrame:
+    """The final content of one of the flow's sinks as a DataFrame (a topic: its newest
+    value per key, as strings)."""
     if output.kind == "memory" and output.output_mode == "update":
         raise ValueError("a memory sink in update mode keeps every version of a row")
 

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamsmith.apps.signals import signal_stats
+from streamsmith.apps.signals import signal_windows
 from streamsmith.config import Trigger, load_spec
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
@@ -34,7 +34,7 @@ def seeds_app(window: str, slide: str | None) -> App:
             FlowDefinition(
                 name="counts",
                 prepare=signal_events,
-                transform=signal_stats,  # applies the rule below itself
+                transform=signal_windows,  # applies the rule below itself
                 record_schema=SIGNAL_SCHEMA,
                 event_time=EventTime("eventTime", "10 minutes", window, slide),
                 stateful=True,

@@ -23,12 +23,13 @@ def test_stateful_apps_lay_out_postgres_memory_quarantine_and_late_outputs(tmp_p
     assert [(o.query_name, o.kind, o.table, o.output_mode) for o in plan.outputs] == [
         ("signals.device_averages", "postgres", "device_averages", "update"),
         ("signals.signal_windows", "postgres", "signal_windows", "update"),
+        ("signals.signal_windows.final", "table", "signal_windows_final", "append"),
+        ("signals.signal_windows.live", "memory", "signal_windows_live", "complete"),
         ("signals.signal_windows.quarantine", "quarantine", "signal_windows_quarantine", "append"),
         ("signals.signal_windows.late", "late", "signal_windows_late", "append"),
-        ("signals.signal_windows_final", "table", "signal_windows_final", "append"),
-        ("signals.signal_windows_live", "memory", "signal_windows_live", "complete"),
     ]
-    late = plan.outputs[3]
+    assert plan.outputs[3].checkpoint == tmp_path / "checkpoints/signals/signal_windows__live"
+    late = plan.outputs[5]
     assert late.path == tmp_path / "tables/signal_windows_late"
     assert late.checkpoint == tmp_path / "checkpoints/signals/signal_windows__late"
     assert plan.outputs[1].sink.options.key == ("deviceId", "window_start", "window_end")
@@ -39,13 +40,13 @@ def test_stateful_apps_lay_out_postgres_memory_quarantine_and_late_outputs(tmp_p
     [
         (
             [
-                "flows.signal_windows_final.sink.format=parquet",
-                "flows.signal_windows_final.sink.output_mode=update",
+                "flows.signal_windows.sinks.final.format=parquet",
+                "flows.signal_windows.sinks.final.output_mode=update",
             ],
             "a parquet sink takes output mode append, not update",
         ),
         (  # the default, delta, takes update mode on the columns it merges on
-            ["flows.signal_windows_final.sink.output_mode=update"],
+            ["flows.signal_windows.sinks.final.output_mode=update"],
             "an update-mode delta sink merges each row on its keys: set sink.keys",
         ),
         (
@@ -79,9 +80,9 @@ def test_complete_mode_needs_an_aggregation(tmp_path: Path) -> None:
 
 def test_sink_options_belong_to_their_format(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="key is for postgres sinks"):
-        plan_of("signals", tmp_path, "flows.signal_windows_final.sink.key=[deviceId]")
+        plan_of("signals", tmp_path, "flows.signal_windows.sinks.final.key=[deviceId]")
     with pytest.raises(UserError, match="partition_by is for delta and parquet sinks"):
-        plan_of("signals", tmp_path, "flows.signal_windows.sink.partition_by=[deviceId]")
+        plan_of("signals", tmp_path, "flows.signal_windows.sinks.serving.partition_by=[deviceId]")
 
 
 def test_unbounded_state_warns_in_always_on_runs_only(tmp_path: Path) -> None:
@@ -91,7 +92,7 @@ def test_unbounded_state_warns_in_always_on_runs_only(tmp_path: Path) -> None:
     assert [w.split(":")[0] for w in always_on.warnings] == [
         "flow 'device_averages' of app 'signals' aggregates without a watermark in an "
         "always-on run",
-        "flow 'signal_windows_live' of app 'signals' runs in complete mode",
+        "flow 'signal_windows' (sink live) of app 'signals' runs in complete mode",
     ]
     assert catch_up.warnings == ()
     assert "warning: flow 'device_averages'" in describe_plan(always_on)

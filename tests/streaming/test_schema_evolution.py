@@ -14,8 +14,10 @@ import pytest
 import yaml
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
+from typer.testing import CliRunner
 
 from feeds import deliver, feed_project
+from streamsmith.cli import cli
 from streamsmith.config import Trigger
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import backfill_path, read_table, register_lake_views, table_path
@@ -195,6 +197,16 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     register_lake_views(spark, root)
     assert [tuple(row) for row in fast] == [tuple(row) for row in spark.sql(sql).collect()]
     assert "schema version 2: new field(s) geo" in incidents
+    # The new columns are Delta schema changes that `table history` names, by version
+    # (city and geo came in one batch, which commits once).
+    shown = CliRunner().invoke(cli, ["table", "history", "events", "--root", str(root),
+                                     "--format", "json"])  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    evolved = [json.loads(line)["schema"] for line in shown.output.splitlines()][::-1]
+    assert [change for change in evolved if change] == [
+        "added city string, geo struct<lat:double>",
+        "changed geo: struct<lat:double> -> struct<lat:double,alt:bigint>",
+    ]
 
     # A backfill over the same files (one more field in a new one) adds its version the
     # same way, and equals the stream's table under the newest schema.

@@ -41,33 +41,48 @@ Table = Annotated[str, typer.Argument(help="The lake table (its name under <root
 DEFAULT_RETAIN_HOURS = 168
 
 
-def _delta(table: str, root: str | None) -> Any:
-    from deltalake import DeltaTable
-
+def _delta_path(table: str, root: str | None) -> Path:
+    """The folder of the Delta table ``table`` under the storage root."""
     from streamsmith.io.lake_paths import is_delta, is_table, table_path
 
     path = table_path(storage_root(root), table)
     if not is_delta(path):
         kind = "a Parquet table" if is_table(path) else "no table"
         raise UserError(f"{path} holds {kind}, not a Delta table: write it with format: delta")
-    return DeltaTable(str(path))
+    return path
+
+
+def _delta(table: str, root: str | None) -> Any:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(_delta_path(table, root)))
 
 
 @table_cli.command("history")
 def history(table: Table, root: Root = None, fmt: Format = "table") -> None:
-    """Every version of the table, newest first: when, which operation, with what."""
+    """Every version of the table, newest first: when, which operation, with what, and
+    the columns it added or changed (schema evolution)."""
+    from streamsmith.io.delta_log import schema_changes
+
     check_format(fmt)
+    from deltalake import DeltaTable
+
+    path = _delta_path(table, root)
+    entries = DeltaTable(str(path)).history()
+    changes = schema_changes(path, (int(e["version"]) for e in entries if "version" in e))
     rows = [
         [
             entry.get("version"),
             _when(entry.get("timestamp")),
             entry.get("operation"),
+            changes.get(entry.get("version", -1), ""),
             json.dumps(entry.get("operationParameters") or {}, sort_keys=True),
             json.dumps(entry.get("operationMetrics") or {}, sort_keys=True),
         ]
-        for entry in _delta(table, root).history()
+        for entry in entries
     ]
-    print_rows(rows, ["version", "timestamp", "operation", "parameters", "metrics"], table, fmt)
+    columns = ["version", "timestamp", "operation", "schema", "parameters", "metrics"]
+    print_rows(rows, columns, table, fmt)
 
 
 @table_cli.command("optimize")

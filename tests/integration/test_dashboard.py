@@ -38,6 +38,8 @@ class Rendered(HTMLParser):
         self.loaded = False
         self.cells: dict[tuple[str, str], str] = {}
         self.series: dict[tuple[str, str], list[float | None]] = {}
+        self.nodes: dict[str, str] = {}  # the dependency graph's nodes, by kind
+        self.edges: set[str] = set()
         self._row: str | None = None
         self._cell: str | None = None
 
@@ -49,6 +51,10 @@ class Rendered(HTMLParser):
             self._row = found["data-query"]
         if tag == "td" and self._row:
             self._cell = (found.get("class") or "").split(" ")[0]
+        if tag == "g" and found.get("data-node"):
+            self.nodes[str(found["data-node"])] = str(found.get("data-kind"))
+        if tag == "line" and found.get("data-edge"):
+            self.edges.add(str(found["data-edge"]))
         if tag == "polyline" and found.get("data-query"):
             values = (found.get("data-values") or "").split(",")
             key = (str(found["data-query"]), str(found["data-metric"]))
@@ -119,6 +125,11 @@ def test_dashboard_charts_hold_the_runs_numbers(spark: SparkSession, tmp_path: P
     charted = list(dict.fromkeys(query for query, _ in page.series))
     assert charted == [QUERY, f"{QUERY}.quarantine"]  # the flow's own charts first
     assert shot.stat().st_size > 10_000
+    # The app's dependency graph, as its run recorded it: its source, flow and view.
+    assert page.nodes == {"cloudtrail_logs": "source", "cloudtrail_events": "flow",
+                          "cloudtrail_daily_activity": "view"}  # fmt: skip
+    assert page.edges == {"cloudtrail_logs->cloudtrail_events",
+                          "cloudtrail_events->cloudtrail_daily_activity"}  # fmt: skip
 
 
 def request(url: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:

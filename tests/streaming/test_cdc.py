@@ -19,7 +19,8 @@ from streamsmith.errors import UserError
 from streamsmith.io import cdc
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import backfill, run_pipeline
 from waiting import wait_for
 

@@ -13,7 +13,8 @@ from streamsmith.config import Trigger, load_spec
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import register_lake_views
 from streamsmith.runtime.app import App, FlowDefinition
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
 from streamsmith.transforms.quarantine import READ_ERROR, REJECT_REASON, first_failure
 

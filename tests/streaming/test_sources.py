@@ -11,7 +11,8 @@ from pyspark.sql import SparkSession
 from streamsmith.config import Trigger
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.start import start_queries
 from waiting import wait_for
 

@@ -11,7 +11,8 @@ from pyspark.sql import DataFrame
 import streamsmith as ss
 from streamsmith.config import load_spec
 from streamsmith.errors import UserError
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 
 SCHEMA = "order_id string, amount double, ts timestamp"
 

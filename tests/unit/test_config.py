@@ -15,7 +15,8 @@ from streamsmith.errors import UserError
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import SinkContext
 from streamsmith.monitor.recorder import spec_secrets
-from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan, check_inputs, check_storage_root
 from streamsmith.spark.session import default_conf, local_cores
 
 

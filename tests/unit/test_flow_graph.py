@@ -12,8 +12,9 @@ import yaml
 
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.describe import describe_plan, graph_edges
 from streamsmith.runtime.graph import dependency_order
-from streamsmith.runtime.plan import Plan, build_plan, describe_plan
+from streamsmith.runtime.plan import Plan, build_plan
 
 # Declared gold first: the plan, not the spec's order, decides which flow starts first.
 SHOP: dict[str, Any] = {
@@ -71,6 +72,12 @@ def test_flows_start_upstream_first_and_dry_run_draws_the_graph(tmp_path: Path) 
     )
     source = tmp_path / "data/tables/totals"
     assert f"source totals_feed: delta table totals at {source}, as a stream of its change" in text
+    # The same edges, as each run records them for the dashboard to draw.
+    assert [(e.source, e.source_kind, e.target, e.target_kind) for e in graph_edges(plan)] == [
+        ("raw_orders", "source", "cleaned", "flow"),
+        ("cleaned", "flow", "totals", "flow"),
+        ("totals", "flow", "history", "flow"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,9 @@ import yaml
 
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.describe import describe_plan
 from streamsmith.runtime.maintenance import longest_gap
-from streamsmith.runtime.plan import Plan, build_plan, describe_plan
+from streamsmith.runtime.plan import Plan, build_plan
 
 SPEC: dict[str, Any] = {
     "name": "shop",

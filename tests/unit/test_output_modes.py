@@ -9,7 +9,8 @@ import pytest
 from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec
 from streamsmith.errors import UserError
-from streamsmith.runtime.plan import Plan, build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import Plan, build_plan
 
 
 def plan_of(app_name: str, root: Path, *sets: str, trigger: Trigger | None = None) -> Plan:

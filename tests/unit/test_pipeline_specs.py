@@ -22,7 +22,8 @@ from streamsmith.defaults import find_spec
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.app import EventTime
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 from streamsmith.schemas.ddl import DDLError, parse_schema
 
 CODE = """

@@ -14,7 +14,8 @@ from streamsmith.apps import get_app
 from streamsmith.config import Trigger, load_spec, parse_trigger
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.plan import Plan, build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import Plan, build_plan
 
 SQL = "SELECT user AS key, to_json(struct(user, ms)) AS value FROM clicks WHERE ms > 10"
 

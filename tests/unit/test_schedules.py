@@ -15,7 +15,8 @@ from streamsmith.errors import UserError
 from streamsmith.monitor.status import ScheduleStatus, query_statuses
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.catchup import committed_batch, input_files, nothing_new
-from streamsmith.runtime.plan import Schedule, build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import Schedule, build_plan
 from streamsmith.runtime.scheduler import due_after, due_at_or_before, last_due_times
 
 SPEC = {

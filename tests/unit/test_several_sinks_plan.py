@@ -15,7 +15,8 @@ from streamsmith.config import load_spec
 from streamsmith.errors import UserError
 from streamsmith.monitor.status_view import flow_of
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.plan import Plan, build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import Plan, build_plan
 
 SPEC: dict[str, Any] = {
     "name": "actions",

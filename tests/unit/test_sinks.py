@@ -15,7 +15,8 @@ from streamsmith.io import sinks
 from streamsmith.io.sinks import build_sink, builtin_formats, formats
 from streamsmith.io.sinks.base import SinkContext
 from streamsmith.runtime.checkpoints import compare
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 
 
 def plan_with(tmp_path: Path, *sets: str) -> str:

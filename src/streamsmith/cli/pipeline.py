@@ -61,7 +61,8 @@ def dry_run(
     the spec names (SQL, `module:function`) or that has expectations against its source's
     schema, as `run` does before it starts a query: a mistake fails here, in the same one
     line. Nothing is read or written (a schema `infer`s from the input is not stored)."""
-    from streamsmith.runtime.plan import build_plan, describe_plan
+    from streamsmith.runtime.describe import describe_plan
+    from streamsmith.runtime.plan import build_plan
 
     application, pipeline = spec_for(app, spec, set_, root, keep_inferred=False)
     plan = build_plan(application, pipeline, trigger(trigger_))

@@ -37,7 +37,7 @@ from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
-from streamsmith.runtime.late import describe_rule, late_table
+from streamsmith.runtime.late import late_table
 from streamsmith.runtime.maintenance import TableMaintenance, check_retention, plan_tables
 from streamsmith.runtime.real_time import check_real_time
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
@@ -917,87 +917,3 @@ def check_storage_root(root: Path) -> None:
         ) from None
     if not os.access(root, os.W_OK):
         raise UserError(f"storage root {root} is not writable: choose another with --root")
-
-
-def describe_plan(plan: Plan) -> str:
-    """A human-readable plan, as ``streamsmith dry-run`` prints it."""
-    lines = [
-        f"app {plan.app.name}: {plan.app.description}",
-        f"storage root: {plan.root}",
-        f"spark master: {plan.spec.spark.master}",
-    ]
-    for flow in plan.flows:
-        lines.append(f"flow {flow.name}: {flow.definition.description}")
-        lines.append(f"  source {flow.source_name}: {flow.input.describe()}")
-        for stream in flow.streams:
-            lines.append(
-                f"  joins stream {stream.definition.name} from source {stream.source_name}"
-            )
-        rule = flow.definition.event_time
-        if rule is not None:
-            lines.append(f"  event time: {describe_rule(rule)}")
-        if flow.schedule is not None:
-            lines.append(f"  schedule {flow.schedule.name}: {flow.schedule.cron} (UTC)")
-        for expectation in flow.expectations:
-            lines.append(
-                f"  expect {expectation.name}: {expectation.sql} (on failure: {expectation.action})"
-            )
-        for output in flow.outputs:
-            partitions = ", ".join(output.partition_by) or "none"
-            where = output.sink.describe()
-            named = f"sink {output.name}: " if output.name is not None else ""
-            lines.append(
-                f"  {output.kind} query {output.query_name}: {named}{where} "
-                f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
-            )
-            if output.dead_letter_topic:
-                lines.append(f"    rejects to kafka topic {output.dead_letter_topic}")
-            lines.append(f"    checkpoint {output.checkpoint}")
-            lines.append(f"    backfill   {output.backfill_path}")
-        for task in flow.maintenance:
-            when = [f"{op} {task.when(op)}" for op in task.operations()]
-            lines.append(
-                f"  maintenance of table {task.table}: {', '.join(when)}, "
-                f"retain {task.retain_hours} hours"
-            )
-    for view in plan.views:
-        after = ", ".join(sorted(view.flows))
-        when = [f"after a run of {after}"] * bool(after) + [f"on {view.schedule} (UTC)"] * bool(
-            view.schedule
-        )
-        lines.append(f"materialized view {view.name}: {view.description}".rstrip(": "))
-        lines.append(f"  reads {', '.join(view.reads)}; full recompute into delta {view.path}")
-        lines.append(f"  refreshed {' and '.join(when) or 'by each catch-up run'}")
-    lines.extend(describe_graph(plan))
-    lines.extend(f"warning: {warning}" for warning in plan.warnings)
-    return "\n".join(lines)
-
-
-def describe_graph(plan: Plan) -> list[str]:
-    """The flows' dependency graph, one edge a line, in the order the flows start
-    (nothing when no flow reads another's table)."""
-    if not any(plan.upstream(flow) for flow in plan.flows) and not plan.views:
-        return []
-    then = ", then the views refresh" if plan.views else ""
-    lines = [f"dependency graph (flows start in this order{then}):"]
-    for flow in plan.flows:
-        for source_name, path in flow.inputs:
-            writers = [
-                other.name
-                for other in plan.flows
-                if any(o.kind == "table" and o.path == path for o in other.outputs)
-            ]
-            if not writers:
-                lines.append(f"  source {source_name} -> {flow.name}")
-                continue
-            feed = plan.spec.sources[source_name].read_change_feed
-            how = "its change data feed" if feed else "appended rows"
-            assert path is not None
-            lines.append(f"  {writers[0]} -> {flow.name} (table {path.name}, {how})")
-    writing = {o.table: f.name for f in plan.flows for o in f.outputs if o.role == "main"}
-    for view in plan.views:
-        for table in view.reads:
-            writer = writing.get(table, table)
-            kind = "view" if table in {v.name for v in plan.views} else "table"
-            lines.append(f"  {writer} -> {view.name} (materialized view, reads {kind} {table})")
-    return lines

@@ -38,6 +38,7 @@ from streamsmith.io.decoding import damaged_gzip
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.progress import records_read, rows_written
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
+from streamsmith.runtime.describe import graph_edges
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
 from streamsmith.runtime.start import Started, prepare_flows, start_flow, stop_gracefully
@@ -379,7 +380,9 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
     monitor.attach(spark, supervisor.health)
     timeout = parse_duration(plan.spec.graceful_stop_timeout)
     run = {"queries": [output.spark_name for output in plan.outputs]}
-    monitor.record({"event": "run_started", **run, "message": f"{len(supervisor.slots)} queries"})
+    graph = [edge.as_dict() for edge in graph_edges(plan)]  # for the dashboard to draw
+    started = {"event": "run_started", **run, "graph": graph}
+    monitor.record({**started, "message": f"{len(supervisor.slots)} queries"})
     error: str | None = None
     try:
         supervisor.start_all()

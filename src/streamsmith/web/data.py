@@ -3,7 +3,8 @@
 Per query: the status row of ``streamsmith status`` and one point per batch of the
 series the seeds chart — input vs processing rate, batch duration, watermark delay,
 state rows, source lag, quarantined and late rows, records failing expectations; plus
-the latest alerts, failures, restarts and give-ups of every query.
+the latest alerts, failures, restarts and give-ups of every query; and each app's
+dependency graph (sources, flows, materialized views) as its latest run recorded it.
 """
 
 from __future__ import annotations
@@ -50,11 +51,14 @@ class DashboardFold:
         self.status = StatusFold()
         self.series: dict[str, dict[tuple[Any, Any], dict[str, Any]]] = {}
         self.incidents: deque[dict[str, Any]] = deque(maxlen=MAX_INCIDENTS)
+        self.graphs: dict[str, list[dict[str, Any]]] = {}  # per app, its latest run's
 
     def add(self, event: Mapping[str, Any]) -> None:
         """Fold one event (events come oldest first)."""
         self.status.add(event)
         kind = event.get("event")
+        if kind == "run_started" and event.get("graph") and event.get("app"):
+            self.graphs[str(event["app"])] = list(event["graph"])
         if kind in INCIDENTS:
             keys = ("time", "app", "query", "event", "rule", "message")
             self.incidents.append({key: event.get(key) for key in keys})
@@ -73,8 +77,8 @@ class DashboardFold:
 
     def data(self) -> dict[str, Any]:
         """The page's data: the query rows (with the watermark delay put for people), the
-        series of the flows' own queries, then their quarantine and late queries', and
-        the latest incidents first."""
+        series of the flows' own queries, then their quarantine and late queries', the
+        latest incidents first, and each app's dependency graph (its edges)."""
         queries = [
             {**status.as_dict(), "watermark_behind": behind(status.watermark_delay_s)}
             for status in self.status.statuses()
@@ -84,6 +88,7 @@ class DashboardFold:
             "queries": queries,
             "series": {query: list(points.values()) for query, points in ordered},
             "incidents": list(self.incidents)[::-1],
+            "graphs": dict(sorted(self.graphs.items())),
         }
 
 

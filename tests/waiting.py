@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer
 
 
 def wait_for(
@@ -16,3 +19,22 @@ def wait_for(
     while not condition():
         assert time.monotonic() < deadline, f"waited {timeout_s:.0f} s for {what}"
         time.sleep(every_s)
+
+
+def read_until(bootstrap: str, topics: list[str], count: int, seconds: float) -> list[Any]:
+    """The records of ``topics`` from the start, once ``count`` have come (or the time is up)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+         "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe(topics)
+    records: list[Any] = []
+    deadline = time.monotonic() + seconds
+    try:
+        while len(records) < count and time.monotonic() < deadline:
+            message = consumer.poll(1.0)  # blocks until a record comes, at most 1 s
+            if message is not None and message.error() is None:
+                records.append(message)
+    finally:
+        consumer.close()
+    return records

@@ -4,14 +4,12 @@ reach the output topic, and every rejected one the dead-letter topic, in one que
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -23,6 +21,7 @@ from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.start import start_queries
 from streamsmith.transforms.quarantine import REJECT_REASON
+from waiting import read_until
 
 Produce = Callable[..., None]
 
@@ -67,25 +66,6 @@ def real_time_plan(tmp_path: Path, document: dict[str, Any]) -> Plan:
     path.write_text(yaml.safe_dump(document))
     app, spec = load_pipeline(path)
     return build_plan(app, spec)
-
-
-def read_until(bootstrap: str, topics: list[str], count: int, seconds: float) -> list[Any]:
-    """The records of ``topics`` from the start, once ``count`` have come (or the time is up)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
-         "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    )  # fmt: skip
-    consumer.subscribe(topics)
-    records: list[Any] = []
-    deadline = time.monotonic() + seconds
-    try:
-        while len(records) < count and time.monotonic() < deadline:
-            message = consumer.poll(1.0)  # blocks until a record comes, at most 1 s
-            if message is not None and message.error() is None:
-                records.append(message)
-    finally:
-        consumer.close()
-    return records
 
 
 @pytest.fixture

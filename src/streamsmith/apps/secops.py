@@ -37,6 +37,7 @@ from streamsmith.transforms.secops import (
     dhcp_events,
     flow_events,
     lease_history,
+    outside_logins,
     security_alerts,
 )
 
@@ -160,6 +161,21 @@ def alerts(
         close_at_end=close_at_end,
     )
 
+
+# Off by default: each login from outside the office network to a Kafka topic as it
+# happens; stateless, so it runs in Real-time Mode (docs/apps/secops.md).
+pipeline.flow(
+    outside_logins,
+    name="outside_logins",
+    source="auth",
+    sink={"format": "kafka", "topic": "instant-alerts"},
+    parse=auth_events,
+    schema=AUTH_SCHEMA,
+    quarantine=False,  # the auth_logs flow quarantines bad logins
+    record_late=False,
+    enabled=False,
+    description="each login from outside the office network, alerted as it happens",
+)
 
 # The alerts table read back as a stream, for delivery (off by default).
 pipeline.flow(

@@ -7,6 +7,7 @@ scheduler's cron and after-run maintenance: ``test_scheduler_loop``.)"""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,11 @@ def age_removals(table: Path, hours: int) -> None:
 def rows(table: Path, version: int | None = None) -> list[tuple[Any, ...]]:
     content = DeltaTable(str(table), version=version).to_pyarrow_table().to_pylist()
     return sorted(tuple(row.values()) for row in content)
+
+
+def raw_rows(quarantine: Path) -> list[str]:
+    """The raw lines a quarantine table holds."""
+    return sorted(row["raw"] for row in DeltaTable(str(quarantine)).to_pyarrow_table().to_pylist())
 
 
 @pytest.mark.deep  # four catch-ups: make test covers the guards on the scheduler and specs
@@ -219,3 +225,43 @@ def test_vacuum_keeps_the_files_a_stream_reading_the_table_has_not_read(
     assert follow() == [("o2", "bob", 5)]  # from the files vacuum kept
     assert messages("vacuum") == ["2 files deleted, unused for 1 hours"]
     assert rows(orders) == [("o1", "ann", 10), ("o2", "bob", 5)]
+
+
+def test_keep_rejected_expires_old_quarantine_rows_and_the_flow_runs_on(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Rows expire by whole partitions once every file in them is older than
+    keep_rejected; the flow's own table keeps every row, and the next run appends its
+    rejects to the quarantine as before."""
+    spec = shop_spec(maintenance={"vacuum": "0 4 * * *", "keep_rejected": "2 days"})
+    write_project(tmp_path, spec)
+    deliver(tmp_path, 0, [("o1", "ann", 10)])
+    with (tmp_path / "data/input/part-0.jsonl").open("a") as part:
+        part.write("not json\n")
+    catch_up(spark, tmp_path)
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    (task,) = [t for f in build_plan(app, pipeline).flows for t in f.maintenance
+               if t.table == "orders_quarantine"]  # fmt: skip
+    root, log = tmp_path / "data", EventLog(tmp_path / "data", "shop")
+
+    def expire(days: float) -> str:
+        now = datetime.now(UTC) + timedelta(days=days)
+        (event,) = maintenance.maintain(task, ["expire"], root, log.write, "now", now=now)
+        assert event["event"] == "maintenance", event
+        return str(event["message"])
+
+    assert expire(1) == "0 rows older than 48 hours deleted"  # written a day "ago"
+    assert raw_rows(root / "tables/orders_quarantine") == ["not json"]
+    today = datetime.now(UTC).date()
+    assert (
+        expire(3) == f"1 rows older than 48 hours deleted (1 partitions, ingest_date up to {today})"
+    )
+    assert raw_rows(root / "tables/orders_quarantine") == []
+    assert rows(root / "tables/orders") == [("o1", "ann", 10)]
+
+    deliver(tmp_path, 1, [("o2", "bob", 5)])
+    with (tmp_path / "data/input/part-1.jsonl").open("a") as part:
+        part.write("{broken\n")
+    catch_up(spark, tmp_path)  # a restart after the cleanup: nothing lost, nothing again
+    assert rows(root / "tables/orders") == [("o1", "ann", 10), ("o2", "bob", 5)]
+    assert raw_rows(root / "tables/orders_quarantine") == ["{broken"]

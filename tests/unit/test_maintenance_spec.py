@@ -113,3 +113,31 @@ def test_the_longest_gap_of_a_cron() -> None:
     assert longest_gap("*/15 * * * *") == 900
     assert longest_gap("0 2 * * *") == 86400
     assert longest_gap("0 0 1 * *") == 31 * 86400
+
+
+def test_keep_rejected_expires_the_quarantine_with_vacuum_and_never_under_a_stream(
+    tmp_path: Path,
+) -> None:
+    plan = plan_of(tmp_path, "maintenance.keep_rejected=30 days")
+    tasks = {task.table: task for flow in plan.flows for task in flow.maintenance}
+    # Only the rejected rows expire, when vacuum runs; the flow's own tables keep theirs.
+    assert tasks["orders_quarantine"].expire_hours == 720
+    assert tasks["orders_quarantine"].operations("0 4 * * *") == ("expire", "vacuum")
+    assert tasks["orders"].expire_hours is None and tasks["totals"].expire_hours is None
+    assert "expire" not in tasks["orders"].operations()
+
+    with pytest.raises(UserError, match="keep_rejected deletes old quarantine and late rows "
+                                        "when vacuum runs: set vacuum too"):  # fmt: skip
+        plan_of(tmp_path, "maintenance.keep_rejected=30 days", "maintenance.vacuum=null")
+    with pytest.raises(UserError, match="give whole hours"):
+        plan_of(tmp_path, "maintenance.keep_rejected=90 minutes")
+
+    # A flow reading the quarantine as a stream would stop at the first expiry.
+    document = copy.deepcopy(SPEC)
+    document["sources"]["rejects"] = {"format": "delta", "path": "tables/orders_quarantine"}
+    document["flows"]["triage"] = {"source": "rejects", "sql": "SELECT reason FROM rejects",
+                                   "sink": {"table": "triage"}}  # fmt: skip
+    with pytest.raises(UserError, match="flow 'triage' reads it as a stream .*ignoreDeletes"):
+        plan_of(tmp_path, "maintenance.keep_rejected=30 days", document=document)
+    document["sources"]["rejects"]["options"] = {"ignoreDeletes": "true"}
+    plan_of(tmp_path, "maintenance.keep_rejected=30 days", document=document)

@@ -630,8 +630,8 @@ def _whole_hours(text: str) -> str:
     seconds = parse_duration(text)
     if seconds < 3600 or seconds % 3600:
         raise ValueError(
-            f"retain {text!r}: give whole hours, at least 1 hour (e.g. 36h, 7 days): "
-            "VACUUM keeps files by the hour"
+            f"{text!r}: give whole hours, at least 1 hour (e.g. 36h, 7 days): "
+            "maintenance keeps files and rows by the hour"
         )
     return text
 
@@ -672,10 +672,22 @@ class MaintenanceSpec(StrictModel):
         description="the size OPTIMIZE aims for per file (default: the table's "
         "delta.targetFileSize, else 100 MB)",
     )
+    keep_rejected: Annotated[str, AfterValidator(_whole_hours)] | None = Field(
+        default=None,
+        description="delete the quarantine's and late-events tables' rows written longer "
+        "ago than this (whole hours, e.g. 90 days), a partition at a time, when vacuum "
+        "runs; default: keep them",
+    )
 
     @property
     def retain_hours(self) -> int:
         return int(parse_duration(self.retain) // 3600)
+
+    @property
+    def keep_rejected_hours(self) -> int | None:
+        if self.keep_rejected is None:
+            return None
+        return int(parse_duration(self.keep_rejected) // 3600)
 
 
 class MaterializedViewSpec(StrictModel):

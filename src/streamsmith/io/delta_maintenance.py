@@ -1,6 +1,6 @@
-"""``OPTIMIZE`` and ``VACUUM`` of a lake table, through delta-rs (the ``deltalake``
-package): no JVM, and each commits an ordinary Delta version that Spark readers and a
-running stream take as they take any other.
+"""``OPTIMIZE``, ``VACUUM`` and the expiry of old rows of a lake table, through delta-rs
+(the ``deltalake`` package): no JVM, and each commits an ordinary Delta version that
+Spark readers and a running stream take as they take any other.
 
 Compaction commits with ``dataChange: false``, so a stream reading the table skips it
 (the rows are those it has read). Vacuum runs in delta-rs' default (lite) mode: it deletes
@@ -12,6 +12,7 @@ listed in ``keep_from`` onwards (a stream's unread versions).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,53 @@ def vacuum(path: Path, hours: int, keep_from: int | None = None) -> list[str]:
         retention_hours=hours, dry_run=False, enforce_retention_duration=True, keep_versions=keep
     )
     return removed
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """What one expiry deleted: whole partitions of ``column`` up to ``upto``."""
+
+    partitions: int
+    rows: int
+    column: str | None = None
+    upto: str | None = None
+    version: int | None = None
+
+
+def expire(path: Path, hours: int, now: datetime) -> Expiry:
+    """Delete the partitions of the table at ``path`` whose files were all written more
+    than ``hours`` before ``now``, the oldest first, up to the first that holds a newer
+    file (a table with one partition column that grows with time: a quarantine's
+    ``ingest_date``, a late table's ``batch_id``). Whole partitions only, so the commit
+    removes files and rewrites none; no expired partition: no commit."""
+    table = _table(path)
+    columns = list(table.metadata().partition_columns)
+    if len(columns) != 1:
+        raise ValueError(
+            f"{path} is partitioned by {columns or 'nothing'}: expiry deletes whole "
+            "partitions of one column that grows with time"
+        )
+    (column,) = columns
+    import pyarrow as pa
+
+    files = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    newest: dict[Any, int] = {}
+    for file in files:
+        value = file[f"partition.{column}"]
+        newest[value] = max(newest.get(value, 0), int(file["modification_time"]))
+    cutoff_ms = int((now - timedelta(hours=hours)).timestamp() * 1000)
+    expired = []
+    for value in sorted(newest, key=lambda v: (v is None, v)):
+        if value is None or newest[value] >= cutoff_ms:
+            break
+        expired.append(value)
+    if not expired:
+        return Expiry(0, 0)
+    upto = expired[-1]
+    literal = str(upto) if isinstance(upto, int) else f"'{upto}'"
+    metrics = table.delete(f"{column} <= {literal}")
+    return Expiry(len(expired), int(metrics.get("num_deleted_rows", 0)), column, str(upto),
+                  table.version())  # fmt: skip
 
 
 def latest_version(path: Path) -> int:

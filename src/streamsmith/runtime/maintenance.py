@@ -38,8 +38,10 @@ from streamsmith.monitor.recorder import first_line
 
 log = logging.getLogger(__name__)
 
-Operation = Literal["optimize", "vacuum"]
-OPERATIONS: tuple[Operation, ...] = ("optimize", "vacuum")
+Operation = Literal["optimize", "expire", "vacuum"]
+# Expiry before vacuum: the files it removes are then vacuumed once ``retain`` has passed.
+OPERATIONS: tuple[Operation, ...] = ("optimize", "expire", "vacuum")
+REJECTED_ROLES = ("quarantine", "late")  # the tables whose rows keep_rejected expires
 Record = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -56,8 +58,11 @@ class TableMaintenance:
     vacuum: str | None
     retain_hours: int
     target_file_mb: int | None = None
+    expire_hours: int | None = None  # a quarantine or late table: rows older are deleted
 
     def when(self, operation: Operation) -> str | None:
+        if operation == "expire":  # with vacuum, when rows expire at all
+            return self.vacuum if self.expire_hours is not None else None
         return self.optimize if operation == "optimize" else self.vacuum
 
     def operations(self, when: str | None = None) -> tuple[Operation, ...]:
@@ -83,25 +88,31 @@ def plan_tables(
     spec: PipelineSpec,
     flow: str,
     query: str,
-    tables: Sequence[tuple[str, Path, str]],
+    tables: Sequence[tuple[str, Path, str, str]],
     terminates: bool,
 ) -> tuple[TableMaintenance, ...]:
-    """The maintenance of ``flow``'s lake tables ((name, path, format) each), checked
-    against the flow: a flow's own block needs Delta tables, and ``after_run`` needs a
-    flow that runs as catch-ups (``terminates``)."""
+    """The maintenance of ``flow``'s lake tables ((name, path, format, role) each),
+    checked against the flow: a flow's own block needs Delta tables, ``after_run`` needs
+    a flow that runs as catch-ups (``terminates``), and ``keep_rejected`` a vacuum."""
     merged, _ = flow_maintenance(spec, flow)
-    if merged is None or not (merged.optimize or merged.vacuum):
+    if merged is None or not (merged.optimize or merged.vacuum or merged.keep_rejected):
         return ()
     own = spec.flows[flow].maintenance
     at = ("flows", flow, "maintenance") if own is not None else ("maintenance",)
     where = f"{'.'.join(at)} (in {spec.origin_of(at)})"
-    delta = [(name, path) for name, path, table_format in tables if table_format == "delta"]
+    if merged.keep_rejected and not merged.vacuum:
+        raise UserError(
+            f"{where}: keep_rejected deletes old quarantine and late rows when vacuum runs: "
+            'set vacuum too (a cron such as "0 3 * * *", or after_run)'
+        )
+    delta = [(name, path, role) for name, path, table_format, role in tables
+             if table_format == "delta"]  # fmt: skip
     if own is not None and not delta:
         raise UserError(
             f"{where}: OPTIMIZE and VACUUM are Delta operations, and flow {flow!r} writes "
             "no Delta table: remove the key or set its sink's format: delta"
         )
-    for operation in OPERATIONS:
+    for operation in ("optimize", "vacuum"):  # expire runs with vacuum
         if getattr(merged, operation) == AFTER_RUN and not terminates and delta:
             raise UserError(
                 f"{where}: {operation}: after_run runs after each catch-up run of the "
@@ -117,8 +128,9 @@ def plan_tables(
             vacuum=merged.vacuum,
             retain_hours=merged.retain_hours,
             target_file_mb=merged.target_file_mb,
+            expire_hours=merged.keep_rejected_hours if role in REJECTED_ROLES else None,
         )
-        for name, path in delta
+        for name, path, role in delta
     )
 
 
@@ -140,6 +152,30 @@ def check_retention(
         f"which reads table {task.table!r} as a stream: VACUUM would have to keep the "
         f"files of every version that flow has not read yet; set retain to at least "
         f"{_hours_text(gap)}"
+    )
+
+
+# Delta's streaming read options under which a stream goes on past a commit deleting rows.
+_PAST_DELETES = ("ignoredeletes", "skipchangecommits")
+
+
+def check_expiry(spec: PipelineSpec, task: TableMaintenance, reader: str, source: str) -> None:
+    """Refuse to expire rows of a table flow ``reader`` reads as a stream (``source``)
+    unless that stream goes on past deletes: Delta stops a stream at a commit that removes
+    rows, and an expiry is one."""
+    if task.expire_hours is None:
+        return
+    options = {
+        key.lower(): str(value).lower() for key, value in spec.sources[source].options.items()
+    }
+    if any(options.get(name) == "true" for name in _PAST_DELETES):
+        return
+    _, key = flow_maintenance(spec, task.flow)
+    raise UserError(
+        f"{key.replace('retain', 'keep_rejected')}: table {task.table!r} loses its old "
+        f"rows, and flow {reader!r} reads it as a stream (source {source!r}), which Delta "
+        f"stops at such a delete: set sources.{source}.options.ignoreDeletes: true, or "
+        "remove keep_rejected"
     )
 
 
@@ -226,10 +262,11 @@ def maintain(
     root: Path,
     record: Record,
     trigger: str,
+    now: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``operations`` on ``task``'s table, each recorded (``trigger`` says why it
     ran: a cron, after_run, or now); returns the events written. A table not written
-    yet has nothing to maintain."""
+    yet has nothing to maintain. ``now`` is the clock rows expire by (default: now)."""
     if not is_delta(task.path):
         log.info("table %s is not written yet: nothing to maintain", task.table)
         return []
@@ -239,7 +276,13 @@ def maintain(
                  "trigger": trigger}  # fmt: skip
         started = time.monotonic()
         try:
-            done = _optimize(task) if operation == "optimize" else _vacuum(task, root)
+            done = (
+                _optimize(task)
+                if operation == "optimize"
+                else _expire(task, now or datetime.now(UTC))
+                if operation == "expire"
+                else _vacuum(task, root)
+            )
         except Exception as exc:  # recorded and returned, never silent: callers alert or fail
             reason = first_line(str(exc)) or type(exc).__name__
             message = f"{operation} of table {task.table} failed: {reason}"
@@ -259,6 +302,21 @@ def _optimize(task: TableMaintenance) -> dict[str, Any]:
         "files_added": done.files_added,
         "version": done.version,
         "message": f"{done.files_removed} files compacted into {done.files_added}",
+    }
+
+
+def _expire(task: TableMaintenance, now: datetime) -> dict[str, Any]:
+    assert task.expire_hours is not None
+    done = delta_maintenance.expire(task.path, task.expire_hours, now)
+    message = f"{done.rows} rows older than {task.expire_hours} hours deleted"
+    if done.partitions:
+        message += f" ({done.partitions} partitions, {done.column} up to {done.upto})"
+    return {
+        "files_removed": 0,
+        "files_added": 0,
+        "rows_deleted": done.rows,
+        "version": done.version,
+        "message": message,
     }
 
 

@@ -38,7 +38,12 @@ from streamsmith.io.sources.base import Source
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
 from streamsmith.runtime.late import late_table
-from streamsmith.runtime.maintenance import TableMaintenance, check_retention, plan_tables
+from streamsmith.runtime.maintenance import (
+    TableMaintenance,
+    check_expiry,
+    check_retention,
+    plan_tables,
+)
 from streamsmith.runtime.real_time import check_real_time
 from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
 from streamsmith.runtime.views import ViewPlan, order_views, tables_read, with_flows
@@ -282,7 +287,9 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         if spec.sources[flow.source].evolution == "none":  # counted, then left out
             expectations = (*expectations, KNOWN_FIELDS)
         streams = _streams(spec, app.name, definition, flow.streams)
-        lake = [(o.table, o.path, o.sink.table_format) for o in outputs if o.path is not None]
+        lake = [
+            (o.table, o.path, o.sink.table_format, o.role) for o in outputs if o.path is not None
+        ]
         maintenance = plan_tables(
             spec, definition.name, outputs[0].query_name, lake, flow_trigger.terminates
         )
@@ -358,9 +365,12 @@ def _check_maintenance(plan: Plan) -> None:
     for flow in plan.flows:
         for task in flow.maintenance:
             for reader in plan.flows:
-                if any(path == task.path for _, path in reader.inputs):
+                for source_name, path in reader.inputs:
+                    if path != task.path:
+                        continue
                     cron = reader.schedule.cron if reader.schedule is not None else None
                     check_retention(plan.spec, task, reader.name, cron)
+                    check_expiry(plan.spec, task, reader.name, source_name)
 
 
 def source_path(spec: PipelineSpec, name: str) -> Path | None:

@@ -5,13 +5,18 @@ Users layer YAML files (``-f spec.yaml``) and single values (``--set dotted.key=
 on top; the merged result is validated by frozen models that reject unknown keys and
 say which file (or ``--set``) the offending key came from.
 
-``durations`` (durations, triggers, schedules), ``models`` (the spec's sections) and
-``loading`` (layering and validating) are re-exported here: import from
+``durations`` (durations, triggers, schedules), ``models`` (the spec's sections, with
+``operations`` and ``maintenance`` for theirs) and ``loading`` (layering and validating)
+are re-exported here: import from
 ``streamsmith.config``.
 """
 
 from __future__ import annotations
 
+from streamsmith.config.base import (
+    ConfValue,
+    StrictModel,
+)
 from streamsmith.config.durations import (
     Trigger,
     check_schedule,
@@ -25,40 +30,42 @@ from streamsmith.config.loading import (
     load_spec_file,
     read_spec_yaml,
 )
-from streamsmith.config.models import (
+from streamsmith.config.maintenance import (
     AFTER_RUN,
+    MaintenanceSpec,
+    MaterializedViewSpec,
+)
+from streamsmith.config.models import (
     FILE_FORMATS,
     INFER,
     STOPPING,
     TAGGING,
-    AlertRules,
     CdcSpec,
-    ConfValue,
     EventTimeSpec,
     ExpectAction,
     ExpectationSpec,
     FlowSpec,
-    HttpUrlSecret,
     KafkaSpec,
     LibraryGlob,
     LibrarySpec,
-    MaintenanceSpec,
-    MaterializedViewSpec,
-    MonitorSpec,
-    NotifyEvent,
-    NotifySpec,
     OutputMode,
     PipelineSpec,
     PostgresSpec,
     SinkSpec,
-    SmtpSpec,
     SourceSpec,
     SparkSpec,
-    StrictModel,
-    SupervisorSpec,
     is_secret_key,
     masked_options,
     parser_options,
+)
+from streamsmith.config.operations import (
+    AlertRules,
+    HttpUrlSecret,
+    MonitorSpec,
+    NotifyEvent,
+    NotifySpec,
+    SmtpSpec,
+    SupervisorSpec,
 )
 
 __all__ = [

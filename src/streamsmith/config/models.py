@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -20,12 +19,24 @@ from pydantic import (
     model_validator,
 )
 
-from streamsmith.config.durations import (
-    check_schedule,
-    parse_duration,
-    parse_trigger,
+from streamsmith.config.base import (
+    IDENTIFIER,
+    ConfValue,
+    Cron,
+    Duration,
+    StrictModel,
+    TriggerText,
 )
 from streamsmith.config.file_options import json_parse_options
+from streamsmith.config.maintenance import (
+    MaintenanceSpec,
+    MaterializedViewSpec,
+)
+from streamsmith.config.operations import (
+    MonitorSpec,
+    NotifySpec,
+    SupervisorSpec,
+)
 from streamsmith.config.origins import describe_validation_error
 from streamsmith.config.origins import layer_of as key_layer
 from streamsmith.config.origins import origin_of as key_origin
@@ -33,35 +44,6 @@ from streamsmith.defaults import (
     DEFAULT_STORAGE_ROOT,
     absolute_root,
 )
-
-_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-
-def _duration(text: str) -> str:
-    parse_duration(text)
-    return text
-
-
-def _trigger(text: str) -> str:
-    parse_trigger(text)
-    return text
-
-
-# Kept as written (what the spec says is what dry-run and errors show), checked on load.
-Duration = Annotated[str, AfterValidator(_duration)]
-TriggerText = Annotated[str, AfterValidator(_trigger)]
-Cron = Annotated[str, AfterValidator(check_schedule)]
-
-
-class StrictModel(BaseModel):
-    """Frozen and closed: unknown keys are errors, so a typo never silently does nothing."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, str_strip_whitespace=True, populate_by_name=True
-    )
-
-
-ConfValue = str | int | float | bool
 
 
 class SparkSpec(StrictModel):
@@ -132,7 +114,7 @@ class SourceSpec(StrictModel):
     """
 
     format: str = Field(
-        pattern=_IDENTIFIER,
+        pattern=IDENTIFIER,
         description="json, jsonl, csv, text, parquet, kafka, or a source plug-in (rate, ...)",
     )
     path: str | None = Field(default=None, description="directory; relative to storage_root")
@@ -189,7 +171,7 @@ class SourceSpec(StrictModel):
     )
     table: str | None = Field(
         default=None,
-        pattern=_IDENTIFIER,
+        pattern=IDENTIFIER,
         description="delta: a table a flow of this pipeline writes (sink format delta), "
         "read as a stream; a flow may also name that table as its source directly",
     )
@@ -200,7 +182,7 @@ class SourceSpec(StrictModel):
     )
     variant: str | None = Field(
         default=None,
-        pattern=_IDENTIFIER,
+        pattern=IDENTIFIER,
         description="name of a VARIANT column keeping each whole record (read any field with "
         "variant_get), beside the typed columns or, without a schema, alone",
     )
@@ -359,7 +341,7 @@ class SinkSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, str_strip_whitespace=True)
 
-    format: str = Field(default="delta", pattern=_IDENTIFIER, description="see Sink formats below")
+    format: str = Field(default="delta", pattern=IDENTIFIER, description="see Sink formats below")
     output_mode: OutputMode = Field(
         default="append", description="append: new rows; update: changed rows; complete: all"
     )
@@ -401,7 +383,7 @@ class PostgresSpec(StrictModel):
         default="STREAMSMITH_PG_DSN", description="the environment variable holding the DSN"
     )
     db_schema: str = Field(
-        default="public", pattern=_IDENTIFIER, description="the schema tables are made in"
+        default="public", pattern=IDENTIFIER, description="the schema tables are made in"
     )
 
 
@@ -412,110 +394,6 @@ class KafkaSpec(StrictModel):
     options: dict[str, ConfValue] = Field(
         default_factory=dict, description="librdkafka settings for every source and sink"
     )
-
-
-class AlertRules(StrictModel):
-    """Service-level alerts, evaluated on every progress event of every query.
-
-    An alert is raised when its condition starts to hold and again only after it has
-    cleared, so a sustained problem raises one alert, not one per batch. ``None`` (or
-    ``false``) turns a rule off.
-    """
-
-    falling_behind_batches: int | None = Field(
-        default=3, gt=0, description="input rate above processing rate for this many batches"
-    )
-    slow_batches: bool = Field(
-        default=True, description="a batch took longer than the trigger interval"
-    )
-    max_lag: int | None = Field(default=None, ge=0, description="records or files behind")
-    max_watermark_delay: Duration | None = Field(
-        default=None, description="batch time minus watermark, e.g. 15m"
-    )
-    max_quarantine_ratio: float | None = Field(
-        default=None, gt=0, le=1, description="quarantined rows / input rows in one batch"
-    )
-
-
-class MonitorSpec(StrictModel):
-    """Where progress goes besides the event log (``<storage_root>/_monitor/events``).
-
-    ``kafka_topic`` forwards every event to a topic of the pipeline's Kafka cluster;
-    ``metrics_port`` serves Prometheus ``/metrics`` and a ``/health`` check on 127.0.0.1.
-    A run writes its events to a file of its own (about 3 KB per batch and query, most
-    of it Spark's full progress report) and starts a new one when that passes
-    ``file_mb``; at its start and at each new file it deletes the app's event logs last
-    written more than ``retention`` ago.
-    """
-
-    kafka_topic: str | None = Field(default=None, description="also send events to this topic")
-    metrics_port: int | None = Field(
-        default=None, ge=0, le=65535, description="serve /metrics and /health on 127.0.0.1"
-    )
-    retention: Duration = Field(default="14d", description="event logs older than this are deleted")
-    file_mb: float = Field(
-        default=64, gt=0, description="a run starts a new event log file past this size (MB)"
-    )
-    alerts: AlertRules = Field(default_factory=AlertRules)
-
-
-class SmtpSpec(StrictModel):
-    """An SMTP server for notification e-mail; the password comes from ``password_env``."""
-
-    host: str
-    port: int = Field(default=25, gt=0, le=65535)
-    sender: str = Field(description="the From address")
-    recipients: tuple[str, ...] = Field(min_length=1)
-    username: str | None = None
-    password_env: str | None = Field(
-        default=None, description="the environment variable holding the password"
-    )
-    starttls: bool = False
-
-
-NotifyEvent = Literal["failure", "restart", "gave_up", "alert", "schema_change"]
-
-
-def _an_http_url(url: SecretStr) -> SecretStr:
-    """``url`` when it is http(s) with a host: checked when the spec loads, so a delivery
-    thread never meets a URL it cannot post to. The message leaves the URL (a secret) out."""
-    if not re.match(r"https?://[^/?#\s]+", url.get_secret_value()):
-        raise ValueError("url must be an http:// or https:// URL with a host")
-    return url
-
-
-HttpUrlSecret = Annotated[SecretStr, AfterValidator(_an_http_url)]
-"""A webhook's URL: a secret (it often holds a token), http:// or https:// with a host."""
-
-
-class NotifySpec(StrictModel):
-    """Who hears about failures, restarts and alerts: a webhook (JSON POST) and/or e-mail.
-
-    Deliveries run off the stream's threads with a bounded wait and ``retries``; a
-    delivery that still fails is recorded in the event log (``notify_failed``) and
-    never stops a query. The webhook URL is treated as a secret (it often holds a token).
-    """
-
-    webhook: HttpUrlSecret | None = Field(
-        default=None, description="http(s) URL to POST events to (a secret)"
-    )
-    smtp: SmtpSpec | None = None
-    timeout: Duration = Field(default="5s", description="the longest wait for one delivery")
-    retries: int = Field(default=3, ge=0, description="further attempts of a failed delivery")
-    events: tuple[NotifyEvent, ...] = Field(
-        default=("failure", "restart", "gave_up", "alert", "schema_change"),
-        description="what is notified",
-    )
-
-
-class SupervisorSpec(StrictModel):
-    """Restarts of failed queries: from their checkpoint, after an exponential backoff
-    (``backoff``, doubling up to ``max_backoff``), at most ``max_retries`` times in a row;
-    then the run stops and exits non-zero. A batch that completes resets the count."""
-
-    max_retries: int = Field(default=3, ge=0, description="restarts in a row before giving up")
-    backoff: Duration = Field(default="2s", description="the wait before the first restart")
-    max_backoff: Duration = Field(default="1m", description="the longest wait between restarts")
 
 
 class EventTimeSpec(StrictModel):
@@ -614,100 +492,6 @@ class CdcSpec(StrictModel):
 RESERVED_SINK_NAMES = ("quarantine", "late", "backfill")
 
 
-AFTER_RUN = "after_run"
-
-
-def _maintenance_time(text: str) -> str:
-    if text == AFTER_RUN:
-        return text
-    try:
-        return check_schedule(text)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; or after_run: after each catch-up run of the flow") from None
-
-
-def _whole_hours(text: str) -> str:
-    seconds = parse_duration(text)
-    if seconds < 3600 or seconds % 3600:
-        raise ValueError(
-            f"{text!r}: give whole hours, at least 1 hour (e.g. 36h, 7 days): "
-            "maintenance keeps files and rows by the hour"
-        )
-    return text
-
-
-MaintenanceTime = Annotated[str, AfterValidator(_maintenance_time)]
-
-
-class MaintenanceSpec(StrictModel):
-    """When a flow's Delta tables are compacted (``OPTIMIZE``) and vacuumed (``VACUUM``),
-    and how long their old versions stay readable (``retain``).
-
-    ``optimize`` and ``vacuum`` each take a cron expression (UTC), run by the process that
-    runs the pipeline's schedules or its always-on flows, or ``after_run``: after each
-    catch-up run of the flow. ``retain`` is the tables' time-travel window: VACUUM deletes
-    only files no version committed within it uses, it is written into each table as
-    ``delta.deletedFileRetentionDuration`` (so Delta refuses any shorter VACUUM, Spark's
-    and delta-rs' alike), and it must cover the time between the runs of a scheduled flow
-    reading the table as a stream. A stream further behind than ``retain`` still keeps its
-    files: VACUUM keeps every file of the versions its checkpoint has not read.
-    See docs/how-to/query-the-lake.md.
-    """
-
-    optimize: MaintenanceTime | None = Field(
-        default=None, description='cron (UTC, e.g. "0 3 * * *") or after_run: compact small files'
-    )
-    vacuum: MaintenanceTime | None = Field(
-        default=None,
-        description="cron (UTC) or after_run: delete files no version within retain uses",
-    )
-    retain: Annotated[str, AfterValidator(_whole_hours)] = Field(
-        default="7 days",
-        description="the time-travel window, in whole hours (at least 1 hour): versions "
-        "committed within it stay readable",
-    )
-    target_file_mb: int | None = Field(
-        default=None,
-        gt=0,
-        description="the size OPTIMIZE aims for per file (default: the table's "
-        "delta.targetFileSize, else 100 MB)",
-    )
-    keep_rejected: Annotated[str, AfterValidator(_whole_hours)] | None = Field(
-        default=None,
-        description="delete the quarantine's and late-events tables' rows written longer "
-        "ago than this (whole hours, e.g. 90 days), a partition at a time, when vacuum "
-        "runs; default: keep them",
-    )
-
-    @property
-    def retain_hours(self) -> int:
-        return int(parse_duration(self.retain) // 3600)
-
-    @property
-    def keep_rejected_hours(self) -> int | None:
-        if self.keep_rejected is None:
-            return None
-        return int(parse_duration(self.keep_rejected) // 3600)
-
-
-class MaterializedViewSpec(StrictModel):
-    """A materialized view: a batch query over the pipeline's lake tables (and other
-    views), kept as a Delta table of the view's name and recomputed whole at each refresh
-    (one Delta version each), as Spark Declarative Pipelines' ``@materialized_view`` does.
-
-    It refreshes after a catch-up ``run`` (once its flows are done), after each scheduled
-    run of a flow whose table it reads, and on its own ``schedule``. See
-    docs/how-to/multi-hop.md.
-    """
-
-    sql: str = Field(min_length=1, description="SELECT ... FROM <table> [JOIN <table> ...]")
-    schedule: Cron | None = Field(
-        default=None, description='cron (UTC): refresh on it too, e.g. "0 * * * *"'
-    )
-    partition_by: tuple[str, ...] = Field(default=(), description="the table's partition columns")
-    description: str = Field(default="", description="shown by dry-run")
-
-
 class FlowSpec(StrictModel):
     """One source -> transform -> sink path.
 
@@ -759,7 +543,7 @@ class FlowSpec(StrictModel):
         if self.transform is not None and self.sql is not None:
             raise ValueError("a flow runs either a transform or sql, not both")
         for name in self.expect:
-            if not re.match(_IDENTIFIER, name):
+            if not re.match(IDENTIFIER, name):
                 raise ValueError(f"expectation name {name!r} must be an identifier")
         if (self.sink is None) == (self.sinks is None):
             given = "both sink and sinks" if self.sink is not None else "neither sink nor sinks"
@@ -770,7 +554,7 @@ class FlowSpec(StrictModel):
             if not self.sinks:
                 raise ValueError("sinks is empty: name at least one sink, or use sink")
             for name in self.sinks:
-                if not re.match(_IDENTIFIER, name) or name in RESERVED_SINK_NAMES:
+                if not re.match(IDENTIFIER, name) or name in RESERVED_SINK_NAMES:
                     raise ValueError(
                         f"sink name {name!r} must be an identifier other than "
                         f"{', '.join(RESERVED_SINK_NAMES)} (those name the flow's own queries)"
@@ -836,7 +620,7 @@ class PipelineSpec(StrictModel):
 
     app: str = Field(
         validation_alias=AliasChoices("app", "name"),
-        pattern=_IDENTIFIER,
+        pattern=IDENTIFIER,
         description="the pipeline's name (also `name`): checkpoints and events are kept by it",
     )
     storage_root: str = Field(
@@ -925,10 +709,10 @@ class PipelineSpec(StrictModel):
     @model_validator(mode="after")
     def _flows_are_consistent(self) -> PipelineSpec:
         for name in self.sources:  # a source's name is a folder (its schema versions)
-            if not re.match(_IDENTIFIER, name):
+            if not re.match(IDENTIFIER, name):
                 raise ValueError(f"source name {name!r} must be an identifier (letters, digits, _)")
         for name, flow in self.flows.items():
-            if not re.match(_IDENTIFIER, name):
+            if not re.match(IDENTIFIER, name):
                 raise ValueError(f"flow name {name!r} must be an identifier (letters, digits, _)")
             if flow.source not in self.sources:
                 known = ", ".join(sorted(self.sources)) or "none"
@@ -947,7 +731,7 @@ class PipelineSpec(StrictModel):
                     )
         written = {table for flow in self.flows.values() for table in _sink_tables(flow)}
         for name in self.materialized_views:
-            if not re.match(_IDENTIFIER, name):
+            if not re.match(IDENTIFIER, name):
                 raise ValueError(f"materialized view name {name!r} must be an identifier")
             if name in written:
                 raise ValueError(

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import threading
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -39,6 +40,7 @@ from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import PipelineError, backfill, run_pipeline
 from streamsmith.runtime.supervisor import plan_monitor
 from streamsmith.testing import ChunkRunner
+from streamsmith.web.data import DashboardFold
 from waiting import wait_for
 
 
@@ -291,3 +293,45 @@ def test_a_sql_flow_reports_the_records_it_read_and_the_rows_it_wrote(
     assert (batch["input_rows"], batch["output_rows"]) == (11, 1)
     (end,) = [e for e in events if e["event"] == "run_finished"]
     assert (end["input_rows"], end["output_rows"]) == (22, 3)
+
+
+def test_a_kafka_flow_reports_how_long_its_records_waited_in_status_and_the_dashboard(
+    spark: SparkSession, tmp_path: Path, broker: EmbeddedBroker, topic: str, produce: Any
+) -> None:
+    """From each record's Kafka timestamp to its processing, per batch: p50 and p99 in the
+    event log, `status`, /metrics and the dashboard's data."""
+    produce(topic, [json.dumps({"id": str(n), "n": n}).encode() for n in range(30)])
+    spec = {
+        "name": "waits",
+        "storage_root": "data",
+        "trigger": "available-now",
+        "kafka": {"bootstrap_servers": broker.bootstrap},
+        "sources": {"events": {"format": "kafka", "schema": "id string, n bigint",
+                               "options": {"subscribe": topic, "startingOffsets": "earliest"}}},
+        "flows": {"small": {"sql": "SELECT * FROM events WHERE n < 5", "sink": {"table": "small"}}},
+    }  # fmt: skip
+    (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(spec))
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    produced_by = int(time.time() * 1000)
+    run_pipeline(spark, build_plan(app, pipeline))
+    waited_at_most = int(time.time() * 1000) - produced_by + 1000  # the run, give or take
+
+    root = tmp_path / "data"
+    (batch,) = [e for e in read_events(root, "waits") if e["event"] == "progress"
+                and e["query"] == "waits.small" and e["input_rows"]]  # fmt: skip
+    assert batch["input_rows"] == 30
+    p50, p99, most = batch["latency_p50_ms"], batch["latency_p99_ms"], batch["latency_max_ms"]
+    assert 0 <= p50 <= p99 <= most <= waited_at_most, batch
+    (status,) = [s for s in query_statuses(read_events(root)) if s.query == "waits.small"]
+    assert (status.latency_p50_ms, status.latency_p99_ms) == (p50, p99)
+    shown = CliRunner().invoke(cli, ["status", "--root", str(root)])
+    assert f"latency p50 {p50} ms, p99 {p99} ms" in shown.output
+    quarantine = [s for s in query_statuses(read_events(root)) if s.query.endswith("quarantine")]
+    assert all(s.latency_p50_ms is None for s in quarantine)  # the flow's query reports it
+    fold = DashboardFold()
+    for event in read_events(root):
+        fold.add(event)
+    points = fold.data()["series"]["waits.small"]
+    assert [(p["latency_p50_ms"], p["latency_p99_ms"]) for p in points if p["input_rows"]] == [
+        (p50, p99)
+    ]

@@ -7,17 +7,20 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
 from streamsmith.config import load_spec
 from streamsmith.generate.secops import OUTSIDE_BRUTE_FORCE_IP, OUTSIDE_SPRAY_IP, secops_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.monitor.progress import progress_record
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.start import start_flow
 from streamsmith.stateful.detection import alert_id
-from waiting import read_until
+from waiting import read_until, wait_for
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -32,6 +35,7 @@ def test_outside_logins_reach_the_alerts_topic_in_real_time(
     # One partition: a real-time query holds a task per partition, and the session has 2.
     broker.create_topic("secops-auth", partitions=1)
     broker.create_topic("instant-alerts", partitions=1)
+    broker.create_topic("secops-warm-up", partitions=1)
     produce_on(broker.bootstrap, "secops-auth", data.lines("auth"), partitions=1)  # type: ignore[operator]
 
     # The documented switch: the auth source on Kafka, the flow on, its trigger real-time.
@@ -52,6 +56,36 @@ def test_outside_logins_reach_the_alerts_topic_in_real_time(
     try:
         records = read_until(broker.bootstrap, ["instant-alerts"], len(outside), 120)
         assert query.isActive and query.exception() is None
+        # Logins sent while the query runs are processed as they come, not at a batch:
+        # the next checkpoint interval's report says how long each waited.
+        backlog = len(data.lines("auth"))
+
+        def read() -> int:
+            return sum(report.numInputRows for report in query.recentProgress)
+
+        wait_for(lambda: read() >= backlog, "the backlog's checkpoint report", 60)
+        # From a producer already connected: a new one stamps its records when asked to
+        # send them, half a second before it has connected and can.
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        producer.produce("secops-warm-up", b"")
+        assert producer.flush(30) == 0
+        read_before = read()
+        for line in data.lines("auth")[:20]:
+            producer.produce("secops-auth", line, partition=0)
+        assert producer.flush(30) == 0
+
+        def live_report() -> dict[str, Any] | None:
+            seen = 0
+            for report in query.recentProgress:
+                seen += report.numInputRows
+                if seen > read_before and report.numInputRows:
+                    return progress_record(json.loads(report.json))
+            return None
+
+        wait_for(lambda: live_report() is not None, "the live logins' checkpoint report", 60)
+        report = live_report()
+        assert report is not None
+        assert 0 <= report["latency_p50_ms"] <= report["latency_p99_ms"] < 1000, report
     finally:
         query.stop()
 

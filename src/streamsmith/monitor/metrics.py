@@ -42,6 +42,8 @@ class QueryMetrics:
             "state_rows": gauge("state_rows", "Rows in the query's state stores"),
             "state_memory_bytes": gauge("state_memory_bytes", "Memory of its state stores"),
             "lag": gauge("source_lag", "Records (Kafka) or files behind the source's latest"),
+            "latency_p50_ms": gauge("read_latency_p50_ms", "Kafka timestamp to processing, p50"),
+            "latency_p99_ms": gauge("read_latency_p99_ms", "Kafka timestamp to processing, p99"),
             "batch_id": gauge("batch_id", "Last completed batch id"),
         }
         self.counters = {

@@ -25,6 +25,10 @@ FLOW_METRIC = "streamsmith_flow"  # a flow's main query: its rejects and oldest 
 RECORDS_READ = "read"  # FLOW_METRIC's field counting the records read, rejected ones too
 WRITTEN_METRIC = "written"  # every query: the rows it wrote
 CARRIED_REJECTS = "rejects"  # FLOW_METRIC's field carrying a batch's few rejected rows
+# FLOW_METRIC's fields for a Kafka source: ms from a record's Kafka timestamp to its
+# processing, over the batch's records (for a real-time query, over a checkpoint interval).
+LATENCY_P50, LATENCY_P99, LATENCY_MAX = "latency_p50_ms", "latency_p99_ms", "latency_max_ms"
+LATENCY_FIELDS = (LATENCY_P50, LATENCY_P99, LATENCY_MAX)
 
 
 def parse_time(text: str) -> datetime:
@@ -65,6 +69,7 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         "quarantined": _observed(observed, QUARANTINE_METRIC),
         "late": _observed(observed, LATE_METRIC),
         "expectations": expectation_counts(observed),
+        **latency(observed),
         "lag": sum(lags) if lags else None,
         "lag_bytes": _sum_known(source.get("lag_bytes") for source in sources),
         "sources": json.dumps(sources),
@@ -82,6 +87,17 @@ def records_read(progress: Mapping[str, Any]) -> int:
     if isinstance(flow, Mapping) and flow.get(RECORDS_READ) is not None:
         return int(flow[RECORDS_READ])
     return int(progress.get("numInputRows") or 0)
+
+
+def latency(observed: Mapping[str, Any]) -> dict[str, int | None]:
+    """The batch's read latency (``LATENCY_FIELDS``), None for a flow not on Kafka."""
+    flow = observed.get(FLOW_METRIC)
+    values: Mapping[str, Any] = flow if isinstance(flow, Mapping) else {}
+    return {name: _whole(values.get(name)) for name in LATENCY_FIELDS}
+
+
+def _whole(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def rows_written(progress: Mapping[str, Any]) -> int:

@@ -69,6 +69,9 @@ class QueryStatus:
     schema_changes: int = 0  # new schema versions its source gained while it ran
     # Its tables' last OPTIMIZE and VACUUM: "<table> <operation>" -> "<time>: <outcome>".
     maintenance: dict[str, str] = field(default_factory=dict)
+    # A Kafka-sourced flow's last batch: ms from a record's Kafka timestamp to processing.
+    latency_p50_ms: int | None = None
+    latency_p99_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +93,8 @@ def query_statuses(
 
 
 # What a query's row shows of its last batch.
-_LAST = ("batch_time", "input_rate", "process_rate", "lag", "watermark_delay_s", "state_rows")
+_LAST = ("batch_time", "input_rate", "process_rate", "lag", "watermark_delay_s", "state_rows",
+         "latency_p50_ms", "latency_p99_ms")  # fmt: skip
 
 
 @dataclass
@@ -224,6 +228,8 @@ def _status(entry: Mapping[str, Any], alive: Callable[[int], bool]) -> QueryStat
         schedule=_schedule_status(entry),
         schema_changes=entry["schema_changes"],
         maintenance=dict(entry.get("maintenance") or {}),
+        latency_p50_ms=last.get("latency_p50_ms"),
+        latency_p99_ms=last.get("latency_p99_ms"),
     )
 
 

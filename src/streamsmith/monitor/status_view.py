@@ -112,11 +112,19 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun if number == 1 else plural}"
 
 
+def latency_figure(status: QueryStatus) -> list[tuple[str, str]]:
+    """``latency p50 12 ms, p99 40 ms`` for a Kafka-sourced flow (nothing for others)."""
+    if status.latency_p50_ms is None:
+        return []
+    return [("latency", f"p50 {status.latency_p50_ms} ms, p99 {status.latency_p99_ms} ms")]
+
+
 def _row(status: QueryStatus, now: datetime) -> _Row:
     figures: list[tuple[str, str]] = [
         ("in", rate(status.input_rate)),
         ("processed", rate(status.process_rate)),
         ("lag", "-" if status.lag is None else str(status.lag)),
+        *latency_figure(status),
         ("restarts", str(status.restarts)),
         ("quarantined", str(status.quarantined)),
         ("late", str(status.late)),

@@ -34,7 +34,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.io.sources.base import SourceKind
-from streamsmith.monitor.progress import CARRIED_REJECTS, FLOW_METRIC, RECORDS_READ
+from streamsmith.monitor.progress import (
+    CARRIED_REJECTS,
+    FLOW_METRIC,
+    LATENCY_MAX,
+    LATENCY_P50,
+    LATENCY_P99,
+    RECORDS_READ,
+)
 from streamsmith.runtime.polling import poll
 from streamsmith.runtime.source_logs import (
     FileSourceLog,
@@ -47,6 +54,7 @@ from streamsmith.transforms.quarantine import (
     RAW,
     REJECT_REASON,
     SOURCE_FILE,
+    SOURCE_MS,
     deferred_raw,
 )
 
@@ -73,13 +81,37 @@ def observe_flow(
         return tagged
     rejected = F.col(REJECT_REASON).isNotNull()
     metrics = [F.count_if(rejected).alias("rows"), F.count(F.lit(1)).alias(RECORDS_READ)]
+    waited = None
+    if SOURCE_MS in tagged.columns:  # a Kafka source: how long records waited to be read
+        # A column first: Spark observes only deterministic expressions of a row.
+        waited = "_waited_ms"
+        tagged = tagged.withColumn(waited, F.expr(_ROW_CLOCK_MS) - F.col(SOURCE_MS))
+        metrics += latency_metrics(F.col(waited))
     if event_time is not None:
         oldest = F.min(F.when(~rejected, F.unix_micros(F.col(event_time))))
         metrics.append(oldest.alias("oldest_us"))
     raw = deferred_raw(tagged) if carry_rejects else None
     if raw is not None:
         metrics.append(_carried_rows(tagged, rejected, raw).alias(CARRIED_REJECTS))
-    return tagged.observe(FLOW_METRIC, *metrics)
+    observed = tagged.observe(FLOW_METRIC, *metrics)
+    return observed.drop(waited) if waited else observed
+
+
+# The clock of the task processing a row, read per row (Spark folds current_timestamp()
+# to the batch's start): a real-time query processes each record as it arrives.
+_ROW_CLOCK_MS = "CAST(reflect('java.lang.System', 'currentTimeMillis') AS BIGINT)"
+
+
+def latency_metrics(waited: Column) -> list[Column]:
+    """Per batch, the median, 99th percentile and maximum of ``waited``, the time from
+    each record's Kafka timestamp to its processing in ms (``LATENCY_*`` of
+    ``FLOW_METRIC``)."""
+    quantiles = F.percentile_approx(waited, [0.5, 0.99], 1000)
+    return [
+        quantiles[0].alias(LATENCY_P50),
+        quantiles[1].alias(LATENCY_P99),
+        F.max(waited).alias(LATENCY_MAX),
+    ]
 
 
 def _carried_rows(tagged: DataFrame, rejected: Column, payload: Column) -> Column:

@@ -28,7 +28,10 @@ REJECT_REASON = "_reject_reason"
 NEW_FIELDS = "_new_fields"  # fields a record holds beyond its schema (schema evolution)
 RAW_TEXT = "_raw_text"  # the raw payload where a reader holds it as text, else null
 RECORD = "_record"  # a parsed record whole: its JSON is the raw payload (see deferred_raw)
-TAG_COLUMNS = (SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS, RAW_TEXT, RECORD)
+SOURCE_MS = "_source_ms"  # a Kafka record's timestamp (ms): the flow's latency counts from it
+TAG_COLUMNS = (
+    SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS, RAW_TEXT, RECORD, SOURCE_MS
+)  # fmt: skip
 
 QUARANTINE_SCHEMA = StructType(
     [

@@ -25,6 +25,8 @@ SERIES = (
     "quarantined",
     "late",
     "input_rows",
+    "latency_p50_ms",
+    "latency_p99_ms",
 )
 INCIDENTS = (
     "alert",

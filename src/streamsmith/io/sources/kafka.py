@@ -16,7 +16,7 @@ from streamsmith.config import ConfValue, SourceSpec, masked_options
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.spark import jvm
-from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE
+from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE, SOURCE_MS
 
 if TYPE_CHECKING:
     from streamsmith.io.schema_store import InputSample
@@ -133,6 +133,7 @@ def read_kafka(
         F.col("offset").cast("string").alias(POSITION),
         F.col("value").cast("string").alias(RAW),
         error.alias(READ_ERROR),
+        F.unix_millis(F.col("timestamp")).alias(SOURCE_MS),
     )
     if "json" not in frame.columns:
         return with_lineage

@@ -37,6 +37,7 @@ from streamsmith.config import (
     read_spec_yaml,
 )
 from streamsmith.errors import UserError
+from streamsmith.io.avro_values import load_value_schema
 from streamsmith.io.kafka.client import KafkaSourceError
 from streamsmith.io.schema_store import (
     SAMPLE_RECORDS,
@@ -83,17 +84,63 @@ def load_pipeline(
             overrides=overrides,
             storage_root=storage_root,
         )
-        return app, spec
+        return app, with_value_schemas(spec, folder)
     document = read_spec_yaml(path)
     library = load_libraries(document, folder, str(path))
     defaults = _flow_defaults(document, library)
     spec = load_spec_file(
         path, files, sets, overrides=overrides, storage_root=storage_root, flows=defaults
     )
+    spec = with_value_schemas(spec, folder)
     # What the flows fall back on, laid under each flow as the spec loader lays it.
     document = {**document, "flows": deep_merge(defaults, document.get("flows") or {})}
     app = pipeline_app(spec, folder, str(path), document, library.flows, keep_inferred)
     return app, spec
+
+
+def with_value_schemas(spec: PipelineSpec, folder: Path) -> PipelineSpec:
+    """``spec`` with the ``value_schema`` files of its sources and sinks (Avro values on
+    Kafka) found from the spec's ``folder``, as ``sql`` files are, and checked now, so
+    ``dry-run`` names a missing or broken one."""
+
+    def found(named: str, at: tuple[str, ...]) -> str:
+        path = Path(named).expanduser()
+        path = path if path.is_absolute() else folder / path
+        load_value_schema(path, f"{'.'.join(at)} (in {spec.origin_of(at)})")
+        return str(path)
+
+    sources = {
+        name: source
+        if source.value_schema is None
+        else source.model_copy(
+            update={"value_schema": found(source.value_schema, ("sources", name, "value_schema"))}
+        )
+        for name, source in spec.sources.items()
+    }
+    flows = {}
+    for name, flow in spec.flows.items():
+        changes: dict[str, Any] = {}
+        if flow.sink is not None and flow.sink.settings.get("value_schema"):
+            at = ("flows", name, "sink", "value_schema")
+            changes["sink"] = flow.sink.model_copy(
+                update={"value_schema": found(str(flow.sink.settings["value_schema"]), at)}
+            )
+        if flow.sinks and any(s.settings.get("value_schema") for s in flow.sinks.values()):
+            changes["sinks"] = {
+                key: sink
+                if not sink.settings.get("value_schema")
+                else sink.model_copy(
+                    update={
+                        "value_schema": found(
+                            str(sink.settings["value_schema"]),
+                            ("flows", name, "sinks", key, "value_schema"),
+                        )
+                    }
+                )
+                for key, sink in flow.sinks.items()
+            }
+        flows[name] = flow.model_copy(update=changes) if changes else flow
+    return spec.model_copy(update={"sources": sources, "flows": flows})
 
 
 def python_pipeline(path: Path) -> App:
@@ -302,8 +349,11 @@ def _flow(
     keep_inferred: bool = True,
 ) -> FlowDefinition:
     source = spec.sources[flow.source]
-    if source.record_schema == INFER:
-        schema: StructType | None = _inferred(spec, flow.source, where, keep_inferred)
+    if source.avro_values and source.value_schema is not None:
+        at = f"{where}: sources.{flow.source}.value_schema"
+        schema: StructType | None = load_value_schema(Path(source.value_schema), at).struct
+    elif source.record_schema == INFER:
+        schema = _inferred(spec, flow.source, where, keep_inferred)
     else:
         schema = _record_schema(source.record_schema, f"{where}: sources.{flow.source}.schema")
     if schema is None and source.variant is not None:

@@ -132,6 +132,10 @@ def test_the_sink_names_its_dead_letter_topic_and_a_flow_its_trigger(tmp_path: P
             {"flow": {"sink": {"format": "kafka", "topic": "t", "connector": "python"}}},
             "its kafka sink writes with streamsmith's Python connector",
         ),
+        (
+            {"flow": {"sink": {"format": "kafka", "topic": "t", "value_format": "avro"}}},
+            "its kafka sink encodes Avro values",
+        ),
         ({"trigger": "real-time=2s"}, "at most every 5000 ms"),
     ],
 )

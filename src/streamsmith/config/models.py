@@ -145,6 +145,30 @@ class SourceSpec(StrictModel):
         "the file source option reference), Kafka's (see the Kafka option reference), or a "
         "plug-in's; an option the format does not take is an error",
     )
+    value_format: Literal["json", "avro"] = Field(
+        default="json",
+        description="Kafka: how values are encoded: json (parsed with the schema; "
+        "options.valueFormat=json decodes them at the source), or avro (decoded with "
+        "spark-avro's from_avro by value_schema, which then gives the records' schema); a "
+        "value that does not decode is quarantined with its raw bytes (base64)",
+    )
+    value_schema: str | None = Field(
+        default=None,
+        description="Kafka, value_format: avro: the Avro schema file (.avsc, a record), "
+        "relative to the spec's folder",
+    )
+    value_wire_format: Literal["plain", "confluent"] = Field(
+        default="plain",
+        description="Kafka, value_format: avro: plain Avro records, or the Confluent wire "
+        "format (a magic byte 0 and the 4-byte schema id before each record; a value "
+        "without them is quarantined)",
+    )
+    value_schema_id: int | None = Field(
+        default=None,
+        ge=0,
+        description="Kafka, value_wire_format: confluent: the schema id of value_schema in "
+        "the registry; a value written with another id is quarantined",
+    )
     record_schema: str | None = Field(
         default=None,
         alias="schema",
@@ -216,8 +240,46 @@ class SourceSpec(StrictModel):
             return "add_new_columns"
         return self.schema_evolution
 
+    @property
+    def avro_values(self) -> bool:
+        """Whether the values are Avro records, decoded by ``value_schema``."""
+        return self.value_format == "avro"
+
+    def _fits_its_value_format(self) -> None:
+        if not self.avro_values:
+            given = [k for k in ("value_schema", "value_schema_id") if getattr(self, k) is not None]
+            if given or self.value_wire_format != "plain":
+                raise ValueError(
+                    f"{', '.join(given) or 'value_wire_format'} is for Avro values: set "
+                    "value_format: avro"
+                )
+            return
+        if self.format != "kafka":
+            raise ValueError("value_format: avro is for kafka sources")
+        if self.value_schema is None:
+            raise ValueError(
+                "value_format: avro needs value_schema, the .avsc file of the values' schema"
+            )
+        if self.record_schema is not None or self.variant or self.schema_evolution:
+            raise ValueError(
+                "with value_format: avro the records' schema is value_schema's: remove "
+                "schema (and variant, schema_evolution: they read JSON)"
+            )
+        keys = {key.lower() for key in self.options}
+        if keys & {"valueformat", "valueschema", "columns"}:
+            raise ValueError(
+                "options.valueFormat/valueSchema decode JSON at the source: remove them with "
+                "value_format: avro"
+            )
+        if self.value_schema_id is not None and self.value_wire_format != "confluent":
+            raise ValueError(
+                "value_schema_id is the id in the Confluent wire format: set "
+                "value_wire_format: confluent"
+            )
+
     @model_validator(mode="after")
     def _fits_its_format(self) -> SourceSpec:
+        self._fits_its_value_format()
         if self.schema_hints is not None and self.record_schema != INFER:
             raise ValueError("schema_hints go with schema: infer (a DDL schema says every type)")
         json_values = self.format == "jsonl" or (

@@ -105,6 +105,11 @@ def _refused_sink(sink: Sink, output_mode: str) -> str | None:
             "its kafka sink writes with streamsmith's Python connector, which Real-time "
             "Mode cannot run: set connector: jvm or auto"
         )
+    if getattr(sink.options, "value_format", "raw") == "avro":
+        return (
+            "its kafka sink encodes Avro values, and a real-time flow's rejects travel as "
+            "JSON in the same query: use interval=<duration>"
+        )
     if output_mode == "complete":
         return "complete mode needs an aggregation, which Real-time Mode cannot run on 4.2"
     return None

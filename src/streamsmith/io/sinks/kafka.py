@@ -8,6 +8,7 @@ Spark's JVM connector writes when it is on the classpath, streamsmith's otherwis
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -18,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import ConfValue, SourceSpec
 from streamsmith.errors import UserError
+from streamsmith.io.avro_values import encode_avro_values, load_value_schema
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sinks.base import (
     ALL_MODES,
@@ -37,12 +39,27 @@ class KafkaTopicOptions(SinkOptions):
     """``topic``: where rows go; ``options``: Kafka sink options (``kafka.*`` settings
     over the pipeline's ``kafka`` block); ``connector``: ``auto``, ``jvm`` or ``python``;
     ``dead_letter_topic``: where a real-time flow's rejected records go (by default the
-    topic's name with ``.dead-letter`` appended)."""
+    topic's name with ``.dead-letter`` appended); ``value_format: avro``: each row's
+    columns but key, topic, partition and headers become its value, encoded with
+    ``to_avro`` by ``value_schema`` (an .avsc file from the spec's folder; without it,
+    the schema Spark derives from the columns), framed in the Confluent wire format
+    when ``value_schema_id`` is set."""
 
     topic: str
     connector: Literal["auto", "jvm", "python"] = "auto"
     options: dict[str, ConfValue] = Field(default_factory=dict)
     dead_letter_topic: str | None = None
+    value_format: Literal["raw", "avro"] = "raw"
+    value_schema: str | None = None
+    value_schema_id: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _avro_settings_need_avro(self) -> KafkaTopicOptions:
+        if self.value_format != "avro" and (
+            self.value_schema is not None or self.value_schema_id is not None
+        ):
+            raise ValueError("value_schema and value_schema_id are for value_format: avro")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -77,6 +94,11 @@ class KafkaTopicSink(Sink):
             raise UserError(str(exc)) from None
         # The sink's Kafka options over the pipeline-wide ``kafka`` block.
         self.settings = context.spec.kafka_options(options.options)
+        self.value_schema = (
+            None
+            if options.value_schema is None
+            else load_value_schema(Path(options.value_schema), f"{where}.value_schema")
+        )
 
     def describe(self) -> str:
         return f"kafka topic {self.target}"
@@ -99,6 +121,8 @@ class KafkaTopicSink(Sink):
 
             register_kafka_source(spark)
         fmt = "kafka" if spark_connector else SOURCE_NAME
+        if self.options.value_format == "avro":
+            frame = encode_avro_values(frame, self.value_schema, self.options.value_schema_id)
         settings = {key: _option(value) for key, value in self.settings.items()}
         if not (query.trigger.real_time and TOPIC_COLUMN in frame.columns):
             settings["topic"] = self.target  # else each row names its topic (dead letters)

@@ -1,0 +1,128 @@
+"""Avro values in a spec: the schema file is found from the spec's folder and read when
+the spec loads (so ``dry-run`` names a missing or broken one in one line), and gives the
+records' schema; the value keys are checked against each other."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streamsmith.errors import UserError
+from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.plan import build_plan
+
+CLICK = {
+    "type": "record",
+    "name": "Click",
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "ms", "type": ["null", "int"]},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    ],
+}
+
+
+def spec_file(folder: Path, source: dict[str, Any], sink: dict[str, Any] | None = None) -> Path:
+    document = {
+        "name": "shop",
+        "storage_root": "data",
+        "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
+        "sources": {"clicks": {"format": "kafka", "options": {"subscribe": "clicks"}, **source}},
+        "flows": {
+            "clicks": {
+                "source": "clicks",
+                "sql": "SELECT user, ms FROM clicks",
+                "sink": sink or {"table": "clicks"},
+            }
+        },
+    }
+    path = folder / "streamsmith.yml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+AVRO = {"value_format": "avro", "value_schema": "schemas/click.avsc"}
+
+
+def test_the_records_schema_is_the_avro_schemas_with_paths_from_the_spec_folder(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas/click.avsc").write_text(json.dumps(CLICK))
+    sink = {"format": "kafka", "topic": "out", **AVRO, "value_schema_id": 3}
+    app, spec = load_pipeline(spec_file(tmp_path, {**AVRO, "required": ["user"]}, sink))
+    schema = app.flows[0].record_schema
+    assert schema is not None and schema.simpleString() == "struct<user:string,ms:int,ts:timestamp>"
+    assert spec.sources["clicks"].value_schema == str(tmp_path / "schemas/click.avsc")
+    sink_settings = spec.flows["clicks"].sink.settings  # type: ignore[union-attr]
+    assert sink_settings["value_schema"] == str(tmp_path / "schemas/click.avsc")
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (
+            None,
+            r"sources\.clicks\.value_schema .*: cannot read the Avro schema .*click\.avsc: No such file",
+        ),
+        ("{not json", r"\S*click\.avsc is not JSON, so not an Avro schema"),
+        (
+            '"string"',
+            r"click\.avsc is not an Avro schema .*: the value schema must be an Avro record",
+        ),
+        (
+            json.dumps({"type": "record", "name": "N", "fields": [{"name": "n", "type": "N"}]}),
+            r"click\.avsc is not an Avro schema .*: n: refers to record N inside itself",
+        ),
+        (
+            json.dumps(
+                {"type": "record", "name": "C", "fields": [{"name": "x", "type": "decimal"}]}
+            ),
+            r"x: unknown type 'decimal'",
+        ),
+    ],
+)
+def test_a_missing_or_broken_schema_file_is_one_line_naming_it(
+    tmp_path: Path, content: str | None, error: str
+) -> None:
+    if content is not None:
+        (tmp_path / "schemas").mkdir()
+        (tmp_path / "schemas/click.avsc").write_text(content)
+    with pytest.raises(UserError) as caught:
+        load_pipeline(spec_file(tmp_path, AVRO))
+    assert len(str(caught.value).splitlines()) == 1
+    assert re.search(error, str(caught.value)), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        ({"value_format": "avro"}, "value_format: avro needs value_schema"),
+        ({"value_schema": "c.avsc"}, "value_schema is for Avro values: set value_format: avro"),
+        ({**AVRO, "schema": "user string"}, "the records' schema is value_schema's: remove schema"),
+        ({**AVRO, "value_schema_id": 4}, "value_schema_id is the id in the Confluent wire format"),
+        (
+            {**AVRO, "options": {"subscribe": "clicks", "valueFormat": "json"}},
+            "options.valueFormat/valueSchema decode JSON at the source",
+        ),
+        ({**AVRO, "value_wire_format": "framed"}, "value_wire_format"),
+    ],
+)
+def test_value_keys_that_do_not_fit_together_are_refused(
+    tmp_path: Path, source: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(UserError, match=re.escape(error)):
+        load_pipeline(spec_file(tmp_path, source))
+
+
+def test_a_sink_schema_needs_avro_values(tmp_path: Path) -> None:
+    sink = {"format": "kafka", "topic": "out", "value_schema_id": 3}
+    with pytest.raises(
+        UserError, match="value_schema and value_schema_id are for value_format: avro"
+    ):
+        build_plan(*load_pipeline(spec_file(tmp_path, {"schema": "user string, ms int"}, sink)))

@@ -68,7 +68,7 @@ def test_the_records_schema_is_the_avro_schemas_with_paths_from_the_spec_folder(
     [
         (
             None,
-            r"sources\.clicks\.value_schema .*: cannot read the Avro schema .*click\.avsc: No such file",
+            r"sources\.clicks\.value_schema .*: cannot read the Avro schema .*avsc: No such file",
         ),
         ("{not json", r"\S*click\.avsc is not JSON, so not an Avro schema"),
         (

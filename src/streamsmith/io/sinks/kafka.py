@@ -72,7 +72,8 @@ class KafkaTopicOptions(SinkOptions):
 
 
 class KafkaTopicSink(Sink):
-    """A Kafka topic; the flow's output has ``key`` and ``value`` columns."""
+    """A Kafka topic; the flow's output has ``key`` and ``value`` columns (with
+    ``value_format: avro``, ``key`` and the columns the value's record holds)."""
 
     format: ClassVar[str] = "kafka"
     kind: ClassVar[str] = "topic"

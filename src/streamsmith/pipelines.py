@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -103,44 +104,38 @@ def with_value_schemas(spec: PipelineSpec, folder: Path) -> PipelineSpec:
     Kafka) found from the spec's ``folder``, as ``sql`` files are, and checked now, so
     ``dry-run`` names a missing or broken one."""
 
-    def found(named: str, at: tuple[str, ...]) -> str:
-        path = Path(named).expanduser()
+    def found(model: _Model, named: object, *at: str) -> _Model:
+        if not named:
+            return model
+        path = Path(str(named)).expanduser()
         path = path if path.is_absolute() else folder / path
-        load_value_schema(path, f"{'.'.join(at)} (in {spec.origin_of(at)})")
-        return str(path)
+        where = (*at, "value_schema")
+        load_value_schema(path, f"{'.'.join(where)} (in {spec.origin_of(where)})")
+        return model.model_copy(update={"value_schema": str(path)})
 
     sources = {
-        name: source
-        if source.value_schema is None
-        else source.model_copy(
-            update={"value_schema": found(source.value_schema, ("sources", name, "value_schema"))}
-        )
+        name: found(source, source.value_schema, "sources", name)
         for name, source in spec.sources.items()
     }
     flows = {}
     for name, flow in spec.flows.items():
-        changes: dict[str, Any] = {}
-        if flow.sink is not None and flow.sink.settings.get("value_schema"):
-            at = ("flows", name, "sink", "value_schema")
-            changes["sink"] = flow.sink.model_copy(
-                update={"value_schema": found(str(flow.sink.settings["value_schema"]), at)}
-            )
-        if flow.sinks and any(s.settings.get("value_schema") for s in flow.sinks.values()):
-            changes["sinks"] = {
-                key: sink
-                if not sink.settings.get("value_schema")
-                else sink.model_copy(
-                    update={
-                        "value_schema": found(
-                            str(sink.settings["value_schema"]),
-                            ("flows", name, "sinks", key, "value_schema"),
-                        )
-                    }
-                )
-                for key, sink in flow.sinks.items()
+        sink = flow.sink
+        sinks = flow.sinks or {}
+        flows[name] = flow.model_copy(
+            update={
+                "sink": sink
+                and found(sink, sink.settings.get("value_schema"), "flows", name, "sink"),
+                "sinks": flow.sinks
+                and {
+                    key: found(one, one.settings.get("value_schema"), "flows", name, "sinks", key)
+                    for key, one in sinks.items()
+                },
             }
-        flows[name] = flow.model_copy(update=changes) if changes else flow
+        )
     return spec.model_copy(update={"sources": sources, "flows": flows})
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def python_pipeline(path: Path) -> App:

@@ -126,3 +126,23 @@ def test_a_sink_schema_needs_avro_values(tmp_path: Path) -> None:
         UserError, match="value_schema and value_schema_id are for value_format: avro"
     ):
         build_plan(*load_pipeline(spec_file(tmp_path, {"schema": "user string, ms int"}, sink)))
+
+
+def test_the_schema_file_of_one_of_several_sinks_is_found_and_checked(tmp_path: Path) -> None:
+    sinks = {
+        "lake": {"table": "clicks"},
+        "topic": {"format": "kafka", "topic": "out", **AVRO},
+    }
+    path = spec_file(tmp_path, {"schema": "user string, ms int"})
+    document = yaml.safe_load(path.read_text())
+    document["flows"]["clicks"] = {**document["flows"]["clicks"], "sinks": sinks}
+    del document["flows"]["clicks"]["sink"]
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(UserError, match=r"flows\.clicks\.sinks\.topic\.value_schema .*avsc"):
+        load_pipeline(path)
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas/click.avsc").write_text(json.dumps(CLICK))
+    _, spec = load_pipeline(path)
+    kept = spec.flows["clicks"].sinks or {}
+    assert kept["topic"].settings["value_schema"] == str(tmp_path / "schemas/click.avsc")
+    assert "value_schema" not in kept["lake"].settings

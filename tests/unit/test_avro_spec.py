@@ -14,7 +14,7 @@ import yaml
 
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.plan import build_plan, describe_plan
 
 CLICK = {
     "type": "record",
@@ -55,7 +55,10 @@ def test_the_records_schema_is_the_avro_schemas_with_paths_from_the_spec_folder(
     (tmp_path / "schemas").mkdir()
     (tmp_path / "schemas/click.avsc").write_text(json.dumps(CLICK))
     sink = {"format": "kafka", "topic": "out", **AVRO, "value_schema_id": 3}
-    app, spec = load_pipeline(spec_file(tmp_path, {**AVRO, "required": ["user"]}, sink))
+    framed = {**AVRO, "value_wire_format": "confluent", "value_schema_id": 7}
+    app, spec = load_pipeline(spec_file(tmp_path, {**framed, "required": ["user"]}, sink))
+    shown = describe_plan(build_plan(app, spec))
+    assert f"Avro values by {tmp_path}/schemas/click.avsc (confluent, schema id 7)" in shown
     schema = app.flows[0].record_schema
     assert schema is not None and schema.simpleString() == "struct<user:string,ms:int,ts:timestamp>"
     assert spec.sources["clicks"].value_schema == str(tmp_path / "schemas/click.avsc")

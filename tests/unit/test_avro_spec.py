@@ -15,6 +15,8 @@ import yaml
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.schemas.avro import record_struct
+from streamsmith.transforms.events import RecordParser
 
 CLICK = {
     "type": "record",
@@ -149,3 +151,34 @@ def test_the_schema_file_of_one_of_several_sinks_is_found_and_checked(tmp_path: 
     kept = spec.flows["clicks"].sinks or {}
     assert kept["topic"].settings["value_schema"] == str(tmp_path / "schemas/click.avsc")
     assert "value_schema" not in kept["lake"].settings
+
+
+PYTHON_PIPELINE = """
+import streamsmith as ss
+
+pipeline = ss.Pipeline(
+    "shop",
+    sources={"clicks": {"format": "kafka", "options": {"subscribe": "clicks"},
+                        "value_format": "avro", "value_schema": "click.avsc"}},
+    spec={"kafka": {"bootstrap_servers": "127.0.0.1:9092"}},
+)
+
+
+@pipeline.flow(sink={"table": "clicks"})
+def clicks(records):
+    return records.select("user", "ms")
+"""
+
+
+def test_a_flow_in_python_over_avro_values_reads_them_through_the_decoding_check(
+    tmp_path: Path,
+) -> None:
+    """A flow declared in code takes no schema, yet its Avro values are parsed by the
+    schema file, so a value that does not decode is quarantined, never a row of nulls."""
+    (tmp_path / "click.avsc").write_text(json.dumps(CLICK))
+    (tmp_path / "shop_pipeline.py").write_text(PYTHON_PIPELINE)
+    plan = build_plan(*load_pipeline(tmp_path / "shop_pipeline.py"))
+    (flow,) = plan.flows
+    assert flow.definition.prepare == RecordParser(record_struct(CLICK))
+    assert flow.definition.quarantine
+    assert [output.role for output in plan.outputs] == ["main", "quarantine"]

@@ -27,6 +27,7 @@ from streamsmith.config import (
     parse_trigger,
 )
 from streamsmith.errors import UserError
+from streamsmith.io.avro_values import load_value_schema
 from streamsmith.io.files import line_numbering
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
@@ -567,8 +568,18 @@ def _record_schemas(app: App, spec: PipelineSpec) -> App:
     whose code parses its records itself cannot take it, so that is an error, never a
     schema silently left unread."""
     given: dict[str, StructType] = {}
+    keys: dict[str, str] = {}  # the key that gave each source's schema
     for name, declared in spec.sources.items():
+        if declared.avro_values and declared.value_schema is not None:
+            # Avro values are decoded by their schema file whoever declared the flow:
+            # a flow that took them unparsed would see a malformed value as null fields.
+            at = ("sources", name, "value_schema")
+            where = f"sources.{name}.value_schema (in {spec.origin_of(at)})"
+            given[name] = load_value_schema(Path(declared.value_schema), where).struct
+            keys[name] = "value_schema"
+            continue
         at = ("sources", name, "schema")
+        keys[name] = "schema"
         if declared.record_schema is None or spec.layer_of(at) < 0:
             continue
         code_flows = [
@@ -589,17 +600,20 @@ def _record_schemas(app: App, spec: PipelineSpec) -> App:
 
     def reparsed(parser: Any, source: str, who: str) -> tuple[Any, StructType | None]:
         schema = given[source]
+        at = ("sources", source, keys[source])
+        if parser is None and keys[source] == "value_schema":
+            return RecordParser(schema), schema  # the decoding is checked, never skipped
         if not isinstance(parser, RecordParser):
             how = "takes its records unparsed" if parser is None else "parses its records itself"
             raise UserError(
-                f"sources.{source}.schema (in {spec.origin_of(('sources', source, 'schema'))}): "
+                f"{'.'.join(at)} (in {spec.origin_of(at)}): "
                 f"{who} of app {app.name!r} {how}, reading no schema from the spec; "
                 "remove the key"
             )
         missing = [f for f in parser.required if f not in schema.fieldNames()]
         if missing:
             raise UserError(
-                f"sources.{source}.schema (in {spec.origin_of(('sources', source, 'schema'))}): "
+                f"{'.'.join(at)} (in {spec.origin_of(at)}): "
                 f"{who} needs field(s) {', '.join(missing)}, which the schema lacks"
             )
         return replace(parser, schema=schema), schema

@@ -14,7 +14,8 @@ import yaml
 
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.plan import build_plan, describe_plan
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
 from streamsmith.schemas.avro import record_struct
 from streamsmith.transforms.events import RecordParser
 

@@ -140,9 +140,12 @@ def test_confluent_framed_avro_values_are_decoded_and_the_rest_quarantined_with_
         (6, f"Avro value of {size + 2} bytes holds a record of {size} under schema click.avsc: "
          "written with another schema?", framed[6], where),
     ]  # fmt: skip
-    # Counts reconcile: the 7 records read are the 3 rows and the 4 quarantined.
-    statuses = {s.query: s for s in query_statuses(read_events(root, "shop"))}
-    assert statuses["shop.clicks.quarantine"].quarantined == 4
+    # Counts reconcile: the 7 records read are the 3 rows written and the 4 quarantined.
+    events = read_events(root, "shop")
+    batches = [e for e in events if e["event"] == "progress" and e["query"] == "shop.clicks"]
+    read, written = (sum(e[count] for e in batches) for count in ("input_rows", "output_rows"))
+    statuses = {s.query: s for s in query_statuses(events)}
+    assert (read, written, statuses["shop.clicks.quarantine"].quarantined) == (7, 3, 4)
 
 
 @pytest.mark.deep

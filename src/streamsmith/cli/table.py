@@ -29,6 +29,7 @@ from streamsmith.cli.common import (
     storage_root,
 )
 from streamsmith.errors import UserError
+from streamsmith.object_store import storage_options
 
 table_cli = typer.Typer(
     rich_markup_mode="markdown",
@@ -50,7 +51,7 @@ def _delta(table: str, root: str | None) -> Any:
     if not is_delta(path):
         kind = "a Parquet table" if is_table(path) else "no table"
         raise UserError(f"{path} holds {kind}, not a Delta table: write it with format: delta")
-    return DeltaTable(str(path))
+    return DeltaTable(str(path), storage_options=storage_options(path))
 
 
 @table_cli.command("history")

@@ -128,6 +128,16 @@ def local_side(root: Path) -> Path:
     return base / "streamsmith" / SCHEME / root.key
 
 
+def local_only(path: Path, what: str) -> Path:
+    """``path``, when on local disk; else a UserError: ``what`` writes files with local
+    renames (generated inputs and lookup tables, trained models, demos)."""
+    shown = str(path)
+    if isinstance(path, ObjectPath) or shown.startswith(f"{SCHEME}:"):
+        url = shown if shown.startswith(_PREFIX) else _PREFIX + shown[len(SCHEME) + 2 :]
+        raise UserError(f"{what} writes to local disk, and {url} is on S3: give a local folder")
+    return path
+
+
 def remove_tree(path: Path) -> None:
     """Delete a folder and all below it, on local disk or under an S3 prefix."""
     if isinstance(path, ObjectPath):
@@ -188,9 +198,12 @@ class ObjectPath(PosixPath):
             raise FileNotFoundError(errno.ENOENT, "no such object or prefix", str(self))
         directory = info.type == fs.FileType.Directory
         mode = (stat.S_IFDIR | 0o755) if directory else (stat.S_IFREG | 0o644)
-        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+        nanos = info.mtime_ns or 0
         size = 0 if directory else int(info.size or 0)
-        return os.stat_result((mode, 0, 0, 1, 0, 0, size, int(mtime), int(mtime), int(mtime)))
+        seconds = int(nanos // 1_000_000_000)
+        times = {f"st_{kind}time{unit}": value for kind in ("a", "m", "c")
+                 for unit, value in (("", nanos / 1e9), ("_ns", nanos))}  # fmt: skip
+        return os.stat_result((mode, 0, 0, 1, 0, 0, size, seconds, seconds, seconds), times)
 
     def iterdir(self) -> Generator[ObjectPath, None, None]:
         for info in self._listing(recursive=False):

@@ -29,7 +29,7 @@ from streamsmith.cli.common import (
     storage_root,
 )
 from streamsmith.errors import UserError
-from streamsmith.object_store import storage_options
+from streamsmith.object_store import local_only, storage_options
 
 table_cli = typer.Typer(
     rich_markup_mode="markdown",
@@ -183,7 +183,7 @@ def convert(table: Table, root: Root = None) -> None:
     from streamsmith.io.lake_paths import table_path
     from streamsmith.spark.session import build_session
 
-    lake = storage_root(root)
+    lake = local_only(storage_root(root), "table convert (of a Parquet table)")
     path = table_path(lake, table)
     writers = _checkpoints_writing(lake, path)
     if len(writers) > 1:

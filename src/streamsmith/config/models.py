@@ -830,7 +830,8 @@ class PipelineSpec(StrictModel):
     )
     storage_root: str = Field(
         default=DEFAULT_STORAGE_ROOT,
-        description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root)",
+        description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root): "
+        "a folder, or s3a://bucket/prefix (docs/how-to/object-storage.md)",
     )
     trigger: TriggerText = Field(
         default="interval=10s",

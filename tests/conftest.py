@@ -4,14 +4,20 @@ server per test run."""
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 from confluent_kafka import Producer
+from moto.server import ThreadedMotoServer
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
@@ -22,6 +28,7 @@ from streamsmith.io.postgres.server import (
     start_postgres,
     stop_postgres,
 )
+from streamsmith.processes import free_port
 from streamsmith.spark.session import build_session
 
 TEST_SPARK = SparkSpec(
@@ -119,6 +126,66 @@ def produce_on() -> Callable[..., None]:
 def produce(broker: EmbeddedBroker) -> Produce:
     """``produce(topic, values, keys=None, partitions=3)`` on the session's broker."""
     return functools.partial(produce_records, broker.bootstrap)
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """moto's S3 server on loopback, and a bucket of the test's own on it."""
+
+    url: str
+    bucket: str
+    access_key: str = "streamsmith-test"
+    secret_key: str = "streamsmith-test-secret"
+
+    def hadoop_options(self) -> dict[str, str]:
+        """S3A's settings for this endpoint, as a reader's options."""
+        return {
+            "fs.s3a.endpoint": self.url,
+            "fs.s3a.access.key": self.access_key,
+            "fs.s3a.secret.key": self.secret_key,
+            "fs.s3a.path.style.access": "true",
+        }
+
+    def keys(self, prefix: str) -> list[str]:
+        """Every object key under ``prefix`` in the bucket."""
+        pages = (
+            self.client()
+            .get_paginator("list_objects_v2")
+            .paginate(Bucket=self.bucket, Prefix=prefix)
+        )
+        return [entry["Key"] for page in pages for entry in page.get("Contents", [])]
+
+    def client(self) -> Any:
+        """boto3's S3 client of the endpoint."""
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name="us-east-1",
+        )
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """An S3 endpoint for the whole run: moto's standalone server on 127.0.0.1."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: str) -> S3Endpoint:
+    """A fresh bucket on the run's S3 server (a bucket per test: Hadoop caches a
+    filesystem per bucket, with the settings of its first use)."""
+    endpoint = S3Endpoint(s3_server, f"lake-{uuid.uuid4().hex[:12]}")
+    endpoint.client().create_bucket(Bucket=endpoint.bucket)
+    return endpoint
 
 
 @pytest.fixture(scope="session")

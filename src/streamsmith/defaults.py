@@ -8,9 +8,11 @@ without building the spec's models.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from streamsmith.errors import UserError
+from streamsmith.object_store import is_object_url, object_root
 
 DEFAULT_STORAGE_ROOT = "./streamsmith-data"
 STORAGE_ROOT_ENV = "STREAMSMITH_ROOT"
@@ -21,9 +23,21 @@ SPEC_FILE = "streamsmith.yml"  # a pipeline of your own: its spec, found in its 
 SESSION_TIME_ZONE = "UTC"
 
 
-def absolute_root(storage_root: str) -> Path:
-    """A spec's ``storage_root`` as an absolute path (``~`` expanded)."""
+def absolute_root(storage_root: str, conf: Mapping[str, object] | None = None) -> Path:
+    """A spec's ``storage_root`` as an absolute path (``~`` expanded), or a root on S3
+    (``s3a://bucket/prefix``) whose settings ``conf`` (the spec's ``spark.conf``) and the
+    environment give (:mod:`streamsmith.object_store`)."""
+    if is_object_url(storage_root):
+        return object_root(storage_root, conf)
     return Path(storage_root).expanduser().resolve()
+
+
+def root_in(folder: Path, storage_root: str) -> str:
+    """A ``storage_root`` written in a file of ``folder``: a relative one is taken from
+    the folder; an absolute path or an ``s3a://`` URL is kept."""
+    if is_object_url(storage_root) or Path(storage_root).expanduser().is_absolute():
+        return storage_root
+    return str(folder / storage_root)
 
 
 def default_root(given: str | None) -> Path:

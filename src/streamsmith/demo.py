@@ -28,6 +28,7 @@ from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.generate.deliver import Topic
 from streamsmith.generate.secops import SecopsData
 from streamsmith.io.lake import register_lake_views
+from streamsmith.object_store import local_only
 from streamsmith.runtime.plan import build_plan, check_storage_root
 from streamsmith.runtime.runner import RunReport, run_pipeline
 from streamsmith.spark.session import build_session
@@ -77,7 +78,7 @@ def fresh_root(root: Path) -> Path:
 
 def check_demo_root(root: Path) -> Path:
     """``root`` made absolute when a demo may clear it; UserError saying why not otherwise."""
-    root = root.resolve()
+    root = local_only(root, "a demo").resolve()
     places = {"the current directory": Path.cwd(), "the home directory": Path.home()}
     for kind, place in ((kind, place.resolve()) for kind, place in places.items()):
         if root == place or root in place.parents:

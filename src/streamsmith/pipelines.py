@@ -37,6 +37,7 @@ from streamsmith.config import (
     load_spec_file,
     read_spec_yaml,
 )
+from streamsmith.defaults import root_in
 from streamsmith.errors import UserError
 from streamsmith.io.avro_values import load_value_schema
 from streamsmith.io.kafka.client import KafkaSourceError
@@ -79,7 +80,7 @@ def load_pipeline(
         app = python_pipeline(path)
         declared = app.default_spec.get("storage_root", "streamsmith-data")
         spec = load_spec(
-            {**app.default_spec, "storage_root": str(folder / declared)},
+            {**app.default_spec, "storage_root": root_in(folder, declared)},
             files,
             sets,
             overrides=overrides,

@@ -73,3 +73,13 @@ def test_streamsmiths_own_jar_holds_the_jdbc_password_check_for_the_driver_only(
     # its source is part of the version set's digest: a changed class is compiled afresh
     source = ROOT / "src/streamsmith/spark/java/SecretAuthenticator.java"
     assert ("SecretAuthenticator.java", source.read_bytes()) in jars._java_sources()
+
+
+def test_hadoop_aws_matches_the_wheels_hadoop_and_brings_s3_not_the_sdk_bundle() -> None:
+    """S3A must be the Hadoop the wheel runs; of the AWS SDK only S3 and its transfer
+    manager come along, not the ~600 MB bundle hadoop-aws asks for."""
+    assert (jars.spark_jars() / f"hadoop-client-api-{stack.HADOOP}.jar").is_file()
+    names = {jars._base_name(path.name) for path in jars.group_jars("spark")}
+    assert {"hadoop-aws", "s3", "s3-transfer-manager", "apache-client"} <= names
+    assert "bundle" not in names
+    assert f"-{stack.AWS_SDK}.jar" in " ".join(path.name for path in jars.group_jars("spark"))

@@ -21,7 +21,13 @@ import typer
 from rich.console import Console
 
 from streamsmith import console
-from streamsmith.defaults import DEFAULT_STORAGE_ROOT, SPEC_FILE, STORAGE_ROOT_ENV, find_spec
+from streamsmith.defaults import (
+    DEFAULT_STORAGE_ROOT,
+    SPEC_FILE,
+    STORAGE_ROOT_ENV,
+    absolute_root,
+    find_spec,
+)
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
@@ -124,7 +130,7 @@ def storage_root(root: str | None) -> Path:
         from streamsmith.config import load_spec_file
 
         return load_spec_file(Path(SPEC_FILE).resolve()).root
-    return Path(given or DEFAULT_STORAGE_ROOT).resolve()
+    return absolute_root(given or DEFAULT_STORAGE_ROOT)
 
 
 def trigger(text: str | None) -> Trigger | None:

@@ -30,6 +30,7 @@ from streamsmith.cli.targets import (
     target,
 )
 from streamsmith.errors import UserError
+from streamsmith.object_store import local_only
 
 if TYPE_CHECKING:
     from streamsmith.generate.events import EventData, Knobs
@@ -248,6 +249,7 @@ def generate_secops(
     from streamsmith.generate.secops import SOURCES, secops_data
 
     _, pipeline = spec_for("secops", root=root)
+    local_only(pipeline.root, "generate secops")
     data = made(partial(
         secops_data, devices=devices, chunks=chunks, seed=seed, corrupt_fraction=corrupt
     ))  # fmt: skip

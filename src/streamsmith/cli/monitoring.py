@@ -22,6 +22,7 @@ from streamsmith.cli.common import (
     storage_root,
 )
 from streamsmith.errors import UserError
+from streamsmith.object_store import local_side
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -208,7 +209,7 @@ def dashboard(
     from streamsmith.processes import write_new_file
     from streamsmith.web.server import Dashboard
 
-    data_root = storage_root(root)
+    data_root = local_side(storage_root(root))
     server = Dashboard(data_root, host, port, token, allow_host or ()).start()
     link = data_root / "dashboard.url"
     data_root.mkdir(parents=True, exist_ok=True)

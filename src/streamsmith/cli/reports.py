@@ -8,6 +8,7 @@ import typer
 
 from streamsmith.cli.common import Format, Root, Sets, SpecFiles, print_rows, say, session, spec_for
 from streamsmith.errors import UserError
+from streamsmith.object_store import local_only
 
 report_cli = typer.Typer(
     rich_markup_mode="markdown",
@@ -88,6 +89,7 @@ def train_secops_anomaly(
     from streamsmith.ml.anomaly import MODEL_NAME
 
     _, pipeline = spec_for("secops", spec, set_, root)
+    local_only(pipeline.root, "train")
     spark = session(pipeline, "train")
     model, current = train_anomaly_model(spark, pipeline.root, clusters=clusters, margin=margin)
     say(

@@ -29,6 +29,7 @@ from streamsmith.cli.common import (
     storage_root,
 )
 from streamsmith.errors import UserError
+from streamsmith.object_store import local_only, storage_options
 
 table_cli = typer.Typer(
     rich_markup_mode="markdown",
@@ -55,7 +56,8 @@ def _delta_path(table: str, root: str | None) -> Path:
 def _delta(table: str, root: str | None) -> Any:
     from deltalake import DeltaTable
 
-    return DeltaTable(str(_delta_path(table, root)))
+    path = _delta_path(table, root)
+    return DeltaTable(str(path), storage_options=storage_options(path))
 
 
 @table_cli.command("history")
@@ -65,10 +67,8 @@ def history(table: Table, root: Root = None, fmt: Format = "table") -> None:
     from streamsmith.io.delta_log import schema_changes
 
     check_format(fmt)
-    from deltalake import DeltaTable
-
     path = _delta_path(table, root)
-    entries = DeltaTable(str(path)).history()
+    entries = _delta(table, root).history()
     changes = schema_changes(path, (int(e["version"]) for e in entries if "version" in e))
     rows = [
         [
@@ -197,7 +197,7 @@ def convert(table: Table, root: Root = None) -> None:
     from streamsmith.io.lake_paths import table_path
     from streamsmith.spark.session import build_session
 
-    lake = storage_root(root)
+    lake = local_only(storage_root(root), "table convert (of a Parquet table)")
     path = table_path(lake, table)
     writers = _checkpoints_writing(lake, path)
     if len(writers) > 1:

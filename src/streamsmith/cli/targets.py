@@ -10,6 +10,7 @@ import typer
 
 from streamsmith.cli.common import spec_for
 from streamsmith.errors import UserError
+from streamsmith.object_store import local_only
 
 if TYPE_CHECKING:
     from streamsmith.generate.deliver import Topic
@@ -41,7 +42,7 @@ def made(make: Callable[[], T]) -> T:
 
 def storage_root_of(app: str, root: str | None) -> Path:
     """The storage root the app's default spec resolves to under ``--root``."""
-    return spec_for(app, root=root)[1].root
+    return local_only(spec_for(app, root=root)[1].root, f"generate {app}")
 
 
 def kafka_topic(url: str, partitions: int = 3) -> Topic:
@@ -66,5 +67,5 @@ def target(app: str, to: str | None, root: str | None) -> tuple[Path | Topic, st
         return kafka_topic(to), to
     if to is not None:
         return Path(to), to
-    folder = input_folder(spec_for(app, root=root)[1])
+    folder = local_only(input_folder(spec_for(app, root=root)[1]), f"generate {app}")
     return folder, str(folder)

@@ -20,6 +20,7 @@ from streamsmith.config.models import (
 from streamsmith.config.origins import describe_validation_error
 from streamsmith.defaults import (
     STORAGE_ROOT_ENV,
+    root_in,
 )
 from streamsmith.errors import UserError
 
@@ -51,8 +52,8 @@ def load_spec_file(
         overrides=overrides,
         storage_root=storage_root,
     )
-    if spec.layer_of(("storage_root",)) == 0 and not Path(spec.storage_root).is_absolute():
-        spec = spec.model_copy(update={"storage_root": str(folder / spec.storage_root)})
+    if spec.layer_of(("storage_root",)) == 0:
+        spec = spec.model_copy(update={"storage_root": root_in(folder, spec.storage_root)})
     return spec
 
 

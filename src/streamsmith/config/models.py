@@ -44,6 +44,7 @@ from streamsmith.defaults import (
     DEFAULT_STORAGE_ROOT,
     absolute_root,
 )
+from streamsmith.object_store import ObjectPath, local_side, s3a_conf
 
 
 class SparkSpec(StrictModel):
@@ -687,7 +688,8 @@ class PipelineSpec(StrictModel):
     )
     storage_root: str = Field(
         default=DEFAULT_STORAGE_ROOT,
-        description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root)",
+        description="tables, checkpoints, quarantine, event log ($STREAMSMITH_ROOT, --root): "
+        "a folder, or s3a://bucket/prefix (docs/how-to/object-storage.md)",
     )
     trigger: TriggerText = Field(
         default="interval=10s",
@@ -829,19 +831,26 @@ class PipelineSpec(StrictModel):
 
     @property
     def root(self) -> Path:
-        """The storage root as an absolute path."""
-        return absolute_root(self.storage_root)
+        """The storage root as an absolute path (an :class:`ObjectPath` on S3)."""
+        return absolute_root(self.storage_root, self.spark.conf)
 
     @property
     def session_spark(self) -> SparkSpec:
         """``spark`` as a session is built with: Spark's warehouse (made on the catalog's
         first use, e.g. by a query naming a missing table) under the storage root unless
         the conf places it, where Spark makes ``spark-warehouse/`` in whatever folder a
-        command runs from. No lake table is named ``.spark-warehouse``."""
-        if WAREHOUSE_KEY in self.spark.conf:
+        command runs from. No lake table is named ``.spark-warehouse``. A root on S3 adds
+        the S3A settings the environment gives (:func:`streamsmith.object_store.s3a_conf`)
+        and keeps the warehouse on local disk."""
+        root = self.root
+        extra: dict[str, ConfValue] = {}
+        if isinstance(root, ObjectPath):
+            extra.update(s3a_conf(self.spark.conf))
+        if WAREHOUSE_KEY not in self.spark.conf:
+            extra[WAREHOUSE_KEY] = str(local_side(root) / ".spark-warehouse")
+        if not extra:
             return self.spark
-        conf = {**self.spark.conf, WAREHOUSE_KEY: str(self.root / ".spark-warehouse")}
-        return self.spark.model_copy(update={"conf": conf})
+        return self.spark.model_copy(update={"conf": {**extra, **self.spark.conf}})
 
     def source_path(self, source: str) -> Path | None:
         """Absolute input directory of a file source (relative paths are under the storage

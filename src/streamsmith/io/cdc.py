@@ -23,7 +23,6 @@ nothing.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.errors import UserError
 from streamsmith.io import delta
+from streamsmith.object_store import remove_tree
 from streamsmith.transforms.cdc import (
     DELETED,
     END_AT,
@@ -114,7 +114,7 @@ def backfill(
     """Replace the table at ``path`` with the changes of ``frame`` (all the input, as
     one batch): the table a stream over the same changes builds."""
     if path.exists():
-        shutil.rmtree(path)
+        remove_tree(path)
     create_tables(frame.sparkSession, path, frame, rules, partition_by)
     apply_changes(frame, path, rules, app_id, 0, f"backfill of {path.name}")
 

@@ -26,6 +26,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.errors import UserError
 from streamsmith.io.lake_paths import is_delta, is_table
+from streamsmith.object_store import remove_tree, storage_options
 
 APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -54,7 +55,9 @@ def applied_version(path: Path, app_id: str) -> int | None:
 
     if not is_delta(path):
         return None
-    version = DeltaTable(str(path)).transaction_version(app_id)
+    version = DeltaTable(str(path), storage_options=storage_options(path)).transaction_version(
+        app_id
+    )
     return None if version is None else int(version)
 
 
@@ -149,9 +152,7 @@ def overwrite_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = 
     """Replace the whole table with ``frame`` (a backfill), its schema included; a
     Parquet folder an earlier version left there is removed first."""
     if is_table(path) and not is_delta(path):
-        import shutil
-
-        shutil.rmtree(path)
+        remove_tree(path)
     writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)

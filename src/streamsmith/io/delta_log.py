@@ -72,7 +72,10 @@ def _committed_schema(commit: Path) -> dict[str, Any] | None:
 def _schema_at(path: Path, version: int) -> dict[str, Any]:
     from deltalake import DeltaTable
 
-    schema: dict[str, Any] = json.loads(DeltaTable(str(path), version=version).schema().to_json())
+    from streamsmith.object_store import storage_options
+
+    table = DeltaTable(str(path), version=version, storage_options=storage_options(path))
+    schema: dict[str, Any] = json.loads(table.schema().to_json())
     return schema
 
 

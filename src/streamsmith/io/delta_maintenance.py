@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from streamsmith.object_store import storage_options
+
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
 # Delta's default: a version's log entry is kept 30 days, so time travel needs no more.
@@ -34,7 +36,7 @@ class Compaction:
 def _table(path: Path) -> Any:
     from deltalake import DeltaTable
 
-    return DeltaTable(str(path))
+    return DeltaTable(str(path), storage_options=storage_options(path))
 
 
 def compact(path: Path, target_bytes: int | None = None) -> Compaction:

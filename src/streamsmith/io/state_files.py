@@ -8,6 +8,7 @@ empty or torn (written by an older version, or damaged) is a UserError naming it
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamsmith.errors import UserError
+from streamsmith.object_store import ObjectPath
 
 
 def write_durably(path: Path, text: str, *, exclusive: bool = False, mode: int = 0o644) -> None:
@@ -22,8 +24,14 @@ def write_durably(path: Path, text: str, *, exclusive: bool = False, mode: int =
 
     ``exclusive`` links instead of renaming, so FileExistsError says another writer took
     ``path`` first; ``mode`` is the file's permissions from its creation (a secret's 0600
-    is never widened, not even for an instant).
+    is never widened, not even for an instant). On S3 an object is put whole or not at
+    all; ``exclusive`` is a check before the put there (one writer per storage root).
     """
+    if isinstance(path, ObjectPath):
+        if exclusive and path.exists():
+            raise FileExistsError(errno.EEXIST, "already written", str(path))
+        path.write_text(text, encoding="utf-8")
+        return
     staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     staging.unlink(missing_ok=True)  # a killed writer's, of a process with our pid
     descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)

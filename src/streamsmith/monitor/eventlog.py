@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamsmith.object_store import local_side
 from streamsmith.secrets import redact_text, secret_parts
 
 if TYPE_CHECKING:
@@ -92,8 +93,9 @@ def event_schema() -> StructType:
 
 
 def events_dir(root: Path) -> Path:
-    """Where the event logs of the pipelines under ``root`` live."""
-    return root / EVENTS_DIR
+    """Where the event logs of the pipelines under ``root`` live (on local disk for a
+    root on S3: a log is appended to line by line)."""
+    return local_side(root) / EVENTS_DIR
 
 
 def now_text() -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from streamsmith.monitor.eventlog import LogFollower
 from streamsmith.monitor.status import QueryStatus, StatusFold
+from streamsmith.object_store import local_side
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def cached_statuses(
 ) -> list[QueryStatus]:
     """The statuses of the queries under ``root`` (of ``app`` only, when given), as
     :func:`~streamsmith.monitor.status.query_statuses` of the whole log gives them."""
-    path = root / CACHE_DIR / f"{app or '_all'}.json"
+    path = local_side(root) / CACHE_DIR / f"{app or '_all'}.json"
     fold, offsets = _load(path)
     follower = LogFollower(root, app, offsets)
     if follower.rewritten():

@@ -11,6 +11,7 @@ both engines. Anything DuckDB refuses raises :class:`NotOnFastPath`.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from streamsmith.read.tables import (
     load_table,
     parquet_files,
     quote,
+    staged,
     view_sql,
 )
 from streamsmith.read.transpile import SparkQuery
@@ -92,12 +94,13 @@ def answer(
         connection.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")
         # The views read each file's footer for its columns, the query again: read once
         connection.execute("SET parquet_metadata_cache = true")
-        fields, folders = _register_views(connection, root, query, time_zone)
-        _lock(connection, folders)
-        relation = connection.sql(query.to_duckdb(fields, ansi=ansi))
-        columns, types = list(relation.columns), list(relation.types)
-        rows = relation.limit(max_rows).fetchall()
-        return [Record(columns, map(_spark_value, row, types)) for row in rows], columns
+        with tempfile.TemporaryDirectory(prefix="streamsmith-s3-read-") as staging:
+            fields, folders = _register_views(connection, root, query, time_zone, Path(staging))
+            _lock(connection, folders)
+            relation = connection.sql(query.to_duckdb(fields, ansi=ansi))
+            columns, types = list(relation.columns), list(relation.types)
+            rows = relation.limit(max_rows).fetchall()
+            return [Record(columns, map(_spark_value, row, types)) for row in rows], columns
     except duckdb.Error as exc:  # a view or the query DuckDB cannot bind or run
         raise NotOnFastPath(f"DuckDB: {first_line(exc)}") from None
     finally:
@@ -118,10 +121,15 @@ def _lock(connection: duckdb.DuckDBPyConnection, folders: Iterable[Path]) -> Non
 
 
 def _register_views(
-    connection: duckdb.DuckDBPyConnection, root: Path, query: SparkQuery, time_zone: str
+    connection: duckdb.DuckDBPyConnection,
+    root: Path,
+    query: SparkQuery,
+    time_zone: str,
+    staging: Path,
 ) -> tuple[dict[str, list[Field]], list[Path]]:
     """A view for each table ``query`` reads that the lake has (one per version it
-    travels to); their fields, and the folders the views read."""
+    travels to); their fields, and the folders the views read (a table on S3 is read
+    from its files copied under ``staging``)."""
     import duckdb
 
     tables = {name.lower(): path for name, path in lake_tables(root).items()}
@@ -146,7 +154,8 @@ def _register_views(
             table = load_table(name, path)
         else:
             continue
-        folders.append(path)
+        table = staged(table, staging / name)
+        folders.append(table.path)
         raw: dict[str, Any] = {}
         if table.files:  # every file's columns: a table whose schema grew has several
             try:

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from streamsmith.io.lake_paths import COMMIT_LOG, SCHEMA_FILE, is_delta
+from streamsmith.object_store import ObjectPath, object_path, storage_options
 from streamsmith.read.errors import NotOnFastPath
 
 SparkType = str | dict[str, Any]  # a type as Spark's schema JSON writes it
@@ -149,7 +150,7 @@ def delta_snapshot(table: Path, version: int | None = None) -> tuple[list[Path],
     their rows (deletion vectors, column mapping) are left to Spark."""
     from deltalake import DeltaTable
 
-    snapshot = DeltaTable(str(table), version=version)
+    snapshot = DeltaTable(str(table), version=version, storage_options=storage_options(table))
     features = set(snapshot.protocol().reader_features or [])
     unsupported = sorted(features & {"deletionVectors", "columnMapping"})
     if unsupported:
@@ -317,8 +318,25 @@ def _log_records(file: Path) -> list[dict[str, Any]]:
     return records
 
 
+def staged(table: LakeTable, folder: Path) -> LakeTable:
+    """``table`` with its files on S3 copied into the local ``folder`` (same layout, so
+    the partition folders stay): DuckDB reads local files only (no network extension is
+    loaded, none downloaded)."""
+    if not isinstance(table.path, ObjectPath):
+        return table
+    files = []
+    for file in table.files:
+        local = folder / file.path.relative_to(table.path)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(file.path.read_bytes())
+        files.append(DataFile(local, file.partition))
+    return LakeTable(table.name, folder, tuple(files), table.data, table.partitions)
+
+
 def _local_path(location: str) -> Path:
     parsed = urlparse(location)
+    if parsed.scheme in ("s3", "s3a"):
+        return object_path(location)
     if parsed.scheme not in ("", "file"):
         raise NotOnFastPath(f"files on {parsed.scheme}:// storage")
     return Path(unquote(parsed.path))

@@ -36,6 +36,7 @@ from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
 from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
+from streamsmith.object_store import ObjectPath
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
 from streamsmith.runtime.late import late_table
@@ -291,6 +292,7 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
         lake = [
             (o.table, o.path, o.sink.table_format, o.role) for o in outputs if o.path is not None
         ]
+        _check_object_store(root, definition.name, lake)
         maintenance = plan_tables(
             spec, definition.name, outputs[0].query_name, lake, flow_trigger.terminates
         )
@@ -926,6 +928,21 @@ def check_inputs(plan: Plan) -> None:
                 )
 
 
+def _check_object_store(root: Path, flow: str, lake: Iterable[tuple[str, Path, str, str]]) -> None:
+    """A Parquet table is written with local renames (a batch's files moved in whole, a
+    replay replacing them): on S3, where a rename is a copy, only Delta's log keeps a
+    batch whole, so a root on S3 takes Delta tables only."""
+    if not isinstance(root, ObjectPath):
+        return
+    for table, _, table_format, _ in lake:
+        if table_format != "delta":
+            raise UserError(
+                f"flow {flow!r} writes table {table!r} as {table_format} on "
+                f"the S3 storage root {root}: tables on object storage are Delta "
+                "(remove format: parquet)"
+            )
+
+
 def check_storage_root(root: Path) -> None:
     """Fail early when the storage root cannot be created or written."""
     probe = root / ".streamsmith-write-probe"
@@ -939,5 +956,5 @@ def check_storage_root(root: Path) -> None:
             f"storage root {root} is not writable ({reason}): choose another with --root "
             "or storage_root in the spec"
         ) from None
-    if not os.access(root, os.W_OK):
+    if not isinstance(root, ObjectPath) and not os.access(root, os.W_OK):
         raise UserError(f"storage root {root} is not writable: choose another with --root")

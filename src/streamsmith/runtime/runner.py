@@ -7,7 +7,6 @@ makes the streaming output a prefix of the batch output over the same input.
 
 from __future__ import annotations
 
-import shutil
 import threading
 import uuid
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from streamsmith.io.lake import read_table
 from streamsmith.monitor.eventlog import EventLog, now_text
 from streamsmith.monitor.progress import expectation_counts
 from streamsmith.monitor.recorder import first_line
+from streamsmith.object_store import remove_tree
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.maintenance import failed, run_after
 from streamsmith.runtime.plan import FlowPlan, Plan
@@ -203,7 +203,7 @@ def full_refresh(plan: Plan, tables: Sequence[str] = ()) -> list[str]:
     removed: list[str] = []
     for checkpoint in checkpoints:
         if checkpoint.exists():
-            shutil.rmtree(checkpoint)
+            remove_tree(checkpoint)
             removed.append(str(checkpoint))
     for output in outputs:
         removed += output.sink.reset()

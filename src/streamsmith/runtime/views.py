@@ -28,6 +28,7 @@ from streamsmith.errors import UserError
 from streamsmith.io.delta import overwrite_table
 from streamsmith.io.lake import lake_tables, read_table
 from streamsmith.monitor.recorder import first_line
+from streamsmith.object_store import storage_options
 from streamsmith.runtime.graph import dependency_order
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ def refresh(
             continue
         from deltalake import DeltaTable
 
-        (commit,) = DeltaTable(str(view.path)).history(1)
+        (commit,) = DeltaTable(str(view.path), storage_options=storage_options(view.path)).history(
+            1
+        )
         rows = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
         seconds = round(time.monotonic() - started, 3)
         done = {"event": "view_refreshed", "rows": rows, "version": commit["version"],

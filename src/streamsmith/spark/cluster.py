@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from streamsmith.errors import UserError
+from streamsmith.object_store import local_side
 from streamsmith.processes import alive, free_port, runs_command
 from streamsmith.spark import auth
 
@@ -84,7 +85,7 @@ class StandaloneCluster:
 
 def cluster_home(storage_root: Path) -> Path:
     """Where ``streamsmith cluster start`` keeps pids, ports, logs and work directories."""
-    return storage_root / "cluster"
+    return local_side(storage_root) / "cluster"
 
 
 def spark_home() -> Path:

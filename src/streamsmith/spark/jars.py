@@ -62,7 +62,11 @@ def spark_jars() -> Path:
 
 def stack_digest() -> str:
     """A digest of every pinned artifact: the name of the version set's folder."""
-    names = [f"{g}={a.coordinates()}" for g, group in stack.GROUPS.items() for a in group]
+    names = [
+        f"{g}={a.coordinates()}{''.join(f' -{name}' for name in a.excludes)}"
+        for g, group in stack.GROUPS.items()
+        for a in group
+    ]
     names += [f"{OWN}={name}:{hashlib.sha256(text).hexdigest()}" for name, text in _java_sources()]
     return hashlib.sha256("\n".join(names).encode()).hexdigest()[:12]
 
@@ -205,7 +209,7 @@ def _finish_group(staging: Path, folder: Path, artifacts: list[str], jars: dict[
 def _pom(artifacts: tuple[stack.Artifact, ...]) -> str:
     dependencies = "".join(
         f"<dependency><groupId>{escape(a.group)}</groupId><artifactId>{escape(a.name)}"
-        f"</artifactId><version>{escape(a.version)}</version></dependency>"
+        f"</artifactId><version>{escape(a.version)}</version>{_exclusions(a)}</dependency>"
         for a in artifacts
     )
     return (
@@ -213,6 +217,21 @@ def _pom(artifacts: tuple[stack.Artifact, ...]) -> str:
         "<groupId>streamsmith</groupId><artifactId>jars</artifactId><version>0</version>"
         "<packaging>pom</packaging>"
         f"<dependencies>{dependencies}</dependencies></project>"
+    )
+
+
+def _exclusions(artifact: stack.Artifact) -> str:
+    if not artifact.excludes:
+        return ""
+    parts = (name.split(":", 1) for name in artifact.excludes)
+    return (
+        "<exclusions>"
+        + "".join(
+            f"<exclusion><groupId>{escape(group)}</groupId><artifactId>{escape(name)}"
+            "</artifactId></exclusion>"
+            for group, name in parts
+        )
+        + "</exclusions>"
     )
 
 

@@ -160,6 +160,9 @@ def submitted_master() -> str | None:
     return master or None
 
 
+_HADOOP_PREFIX = "spark.hadoop."
+
+
 def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSession:
     """Build (or return the running) SparkSession for a pipeline.
 
@@ -186,6 +189,11 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
             atexit.register(jvm.exit_and_wait)
     else:
         session = builder.getOrCreate()
+        # Hadoop's options (an S3 root's endpoint and keys) reach a running JVM only as
+        # the session's own: each read and write copies them into its Hadoop conf.
+        for key, value in conf.items():
+            if key.startswith(_HADOOP_PREFIX):
+                session.conf.set(key[len(_HADOOP_PREFIX) :], value)
     session.sparkContext.setLogLevel(spec.log_level)
     _quiet_query_context_logs()
     if not local:

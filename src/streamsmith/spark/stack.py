@@ -27,15 +27,23 @@ KAFKA = "4.1.1"
 LOG4J = "2.24.3"
 SLF4J = "2.0.17"  # the log4j binding above is for SLF4J 2; Kafka's poms ask for 1.7
 JACKSON = "2.21.2"  # the pyspark wheel's Jackson
+# S3 (``s3a://`` storage roots): hadoop-aws for the wheel's Hadoop client (3.5.0), and the
+# AWS SDK v2 it was built against. hadoop-aws asks for the SDK's whole ``bundle`` (~600 MB,
+# every AWS service); S3A needs only S3 and its transfer manager, ~18 MB with their
+# dependencies (docs/how-to/object-storage.md).
+HADOOP = "3.5.0"
+AWS_SDK = "2.35.4"
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """A Maven artifact: ``group:name:version``."""
+    """A Maven artifact: ``group:name:version``, less the dependencies ``excludes`` names
+    (``group:name``)."""
 
     group: str
     name: str
     version: str
+    excludes: tuple[str, ...] = ()
 
     def coordinates(self) -> str:
         return f"{self.group}:{self.name}:{self.version}"
@@ -53,6 +61,11 @@ SPARK_EXTRAS = (
     Artifact("io.delta", f"delta-spark_{_SPARK_MINOR}_{SCALA}", DELTA),
     # Delta's Unity Catalog client asks for an older jdk8 module than the wheel's Jackson.
     Artifact("com.fasterxml.jackson.datatype", "jackson-datatype-jdk8", JACKSON),
+    Artifact(
+        "org.apache.hadoop", "hadoop-aws", HADOOP, excludes=("software.amazon.awssdk:bundle",)
+    ),
+    Artifact("software.amazon.awssdk", "s3", AWS_SDK),
+    Artifact("software.amazon.awssdk", "s3-transfer-manager", AWS_SDK),
 )
 
 # The broker's own classpath, in a JVM of its own (never mixed with Spark's).

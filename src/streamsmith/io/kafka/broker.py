@@ -29,6 +29,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from streamsmith.object_store import local_side
 from streamsmith.processes import alive, answers, free_port, runs_command
 from streamsmith.spark import jars, jvm_archive
 
@@ -258,7 +259,7 @@ BROKER_STATE = "broker.json"
 
 def broker_home(storage_root: Path) -> Path:
     """Where ``streamsmith broker start`` keeps the broker's data, pid, port and log."""
-    return storage_root / "broker"
+    return local_side(storage_root) / "broker"
 
 
 def start_broker_daemon(home: Path, port: int | None = None) -> int:

@@ -31,6 +31,7 @@ from psycopg import sql
 
 from streamsmith.errors import UserError
 from streamsmith.io.state_files import read_json_state, write_durably
+from streamsmith.object_store import local_side
 from streamsmith.processes import free_port, write_new_file
 
 STATE_FILE = "server.json"
@@ -68,7 +69,7 @@ class PostgresServer:
 
 def embedded_home(storage_root: Path) -> Path:
     """Where ``streamsmith db start`` keeps the server of a storage root."""
-    return storage_root / "postgres"
+    return local_side(storage_root) / "postgres"
 
 
 def start_postgres(home: Path, port: int | None = None) -> PostgresServer:

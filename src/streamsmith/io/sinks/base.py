@@ -37,6 +37,7 @@ from streamsmith.io.lake import (
     table_path,
     write_table,
 )
+from streamsmith.object_store import remove_tree
 
 OutputMode = Literal["append", "update", "complete"]
 ALL_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
@@ -211,12 +212,11 @@ class Sink(ABC):
         The default removes the lake folder; sinks whose output others consume (Kafka
         topics) leave it alone.
         """
-        import shutil
 
         path = self.lake_path
         if path is None or not path.exists():
             return []
-        shutil.rmtree(path)
+        remove_tree(path)
         return [str(path)]
 
     def write_backfill(self, frame: DataFrame, path: Path) -> None:

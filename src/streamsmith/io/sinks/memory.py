@@ -6,7 +6,6 @@ checkpoint and rebuilds the table from the source.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -16,6 +15,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamsmith.io.sinks.base import ALL_MODES, QueryArgs, Sink, SinkOptions, UpgradeRules
+from streamsmith.object_store import remove_tree
 
 
 class MemoryTableOptions(SinkOptions):
@@ -49,7 +49,7 @@ class MemoryTableSink(Sink):
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         if query.checkpoint.exists():
-            shutil.rmtree(query.checkpoint)
+            remove_tree(query.checkpoint)
         return (
             frame.writeStream.queryName(self.target)
             .format("memory")

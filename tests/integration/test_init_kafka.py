@@ -7,7 +7,6 @@ for the source of their prefix-integrity check: a broker they start.)"""
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,15 +14,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from deltalake import DeltaTable
-from tutorials import follow, run
+from tutorials import follow, free_port, run
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/kafka-to-postgres.md"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

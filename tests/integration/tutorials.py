@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -53,3 +54,11 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
     )
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now: a reader whose 9092 is taken picks another, so do the
+    tests."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

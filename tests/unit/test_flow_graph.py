@@ -93,6 +93,18 @@ def test_flows_start_upstream_first_and_dry_run_draws_the_graph(tmp_path: Path) 
             "merges rows into it (update mode): read its changes with "
             "sources.totals.read_change_feed: true",
         ),
+        (  # a cdc flow's sink is in append mode, yet its table changes rows
+            changed(
+                cleaned={"cdc": {"keys": ["order_id"], "sequence_by": "amount"}},
+                totals={
+                    "sql": "SELECT * FROM cleaned",
+                    "sink": {"format": "delta", "table": "totals"},
+                },
+            ),
+            "flow 'totals' reads table 'cleaned' (source 'cleaned'), which flow 'cleaned' "
+            "merges its changes into it (cdc): read its changes with "
+            "sources.cleaned.read_change_feed: true",
+        ),
         (
             changed(cleaned={"sink": {"format": "parquet", "table": "cleaned"}}),
             "flow 'totals' reads table 'cleaned' (source 'cleaned'), which flow 'cleaned' "

@@ -47,16 +47,18 @@ def dependency_order(upstream: Mapping[str, Iterable[str]]) -> list[str]:
 
 def check_table_reads(spec: PipelineSpec) -> None:
     """Every Delta source naming a table reads one a flow of the pipeline writes as Delta,
-    in a way a stream can follow: a flow that merges (update) or overwrites (complete)
+    in a way a stream can follow: a flow that merges (update, cdc) or overwrites (complete)
     its table changes rows, which a stream of appended rows cannot take."""
     writers: dict[str, tuple[str, str, str]] = {}
     for name, flow in spec.flows.items():
         for _, sink in flow.named_sinks:
             table = sink.settings.get("table")
+            # A cdc flow merges its changes in, whatever its output mode says.
+            written: str = "cdc" if flow.cdc is not None else sink.output_mode
             # A flow writing a table of one name to PostgreSQL and to Delta: the Delta
             # one is what a stream reads.
             if isinstance(table, str) and writers.get(table, ("", "", ""))[1] != "delta":
-                writers[table] = (name, sink.format, sink.output_mode)
+                writers[table] = (name, sink.format, written)
     for flow_name, source_name, source in _table_reads(spec):
         table = source.table
         where = f"flow {flow_name!r} reads table {table!r} (source {source_name!r})"
@@ -76,9 +78,12 @@ def check_table_reads(spec: PipelineSpec) -> None:
             {k.lower(): v for k, v in source.options.items()}.get("skipchangecommits", "")
         ).lower()
         if mode != "append" and not source.read_change_feed and skips != "true":
-            how = "merges rows into it" if mode == "update" else "rewrites it every batch"
+            how = {
+                "update": "merges rows into it (update mode)",
+                "cdc": "merges its changes into it (cdc)",
+            }.get(mode, f"rewrites it every batch ({mode} mode)")
             raise UserError(
-                f"{where}, which flow {writer!r} {how} ({mode} mode): read its changes with "
+                f"{where}, which flow {writer!r} {how}: read its changes with "
                 f"sources.{source_name}.read_change_feed: true (or pass over changed rows "
                 f"with sources.{source_name}.options.skipChangeCommits: true)"
             )

@@ -9,21 +9,22 @@ close and the state stays bounded) and waits for the table query to commit it: o
 micro-batch per file, as fast as the run takes them. Every ``--every`` batches it prints
 the run's memory (the Python driver's and the JVM's resident set, and the heap in use,
 from ``jstat``), the size and file count of the checkpoints (offsets, commits, sources,
-state), of the table's file-sink log (``_spark_metadata``) and of the event log, the
+state), of the table's Delta log (``_delta_log``) and of the event log, the
 table's data files, the median micro-batch time over the last samples (from the event
 log), then stops the run (SIGTERM, graceful), times ``status``, ``checkpoint show`` and
 a ``query``, and times a fresh ``streamsmith run`` from its start to the commit of its
 next batch on the same checkpoint (the run measured is that one from then on).
 
 ``catch-up``: ``streamsmith generate ysb`` at ``--base-events`` times each of
-``--sizes``, then one ``streamsmith run ysb --trigger available-now`` per size: its wall
-time, the seconds per million events once the fixed cost (a run over 1,000 events:
-the JVM start and the query plans) is taken off ("-" when the run took no longer than
-that: too small a size to tell), and the peak resident memory of the
-run's processes (Python and JVM, sampled every 0.2 s).
+``--sizes``, then per size one ``streamsmith run ysb --trigger available-now`` and one
+``streamsmith backfill ysb`` (the same flows as batch jobs) over that input: each one's
+wall time, the seconds per million events once its fixed cost (the same command over
+1,000 events: the JVM start and the query plans) is taken off ("-" when it took no
+longer than that: too small a size to tell), and the peak resident memory of its
+processes (Python and JVM, sampled every 0.2 s).
 
     .venv/bin/python benchmarks/cost_over_time.py many --batches 20000 --every 2000
-    .venv/bin/python benchmarks/cost_over_time.py catch-up --base-events 10000000 --sizes 1,3,10
+    .venv/bin/python benchmarks/cost_over_time.py catch-up --base-events 1000000 --sizes 1,3,10
 
 Extra ``--set key=value`` options go to ``run`` and ``checkpoint show`` (e.g. a retention
 setting, for a before/after).
@@ -60,12 +61,20 @@ def main() -> None:
     many.add_argument("--every", type=int, default=2_000, help="batches between samples")
     many.add_argument("--events", type=int, default=200, help="events per micro-batch")
     many.add_argument("--trigger", default="100ms", help="the run's trigger interval")
+    many.add_argument(
+        "--root", type=Path, default=None,
+        help="keep the run here and go on from where a run there stopped (a long run over "
+        "several sittings); a temporary folder, deleted at the end, when not given",
+    )  # fmt: skip
     catch_up = modes.add_parser("catch-up", help="one catch-up run at several data sizes")
-    catch_up.add_argument("--base-events", type=int, default=10_000_000)
+    catch_up.add_argument("--base-events", type=int, default=1_000_000)
     catch_up.add_argument("--sizes", default="1,3,10", help="multiples of --base-events")
     for mode in (many, catch_up):
         mode.add_argument("--set", action="append", default=[], dest="sets")
     args = parser.parse_args()
+    if args.mode == "many" and args.root is not None:
+        run_many(args.root.resolve(), args)
+        return
     with tempfile.TemporaryDirectory(prefix="streamsmith-cost-") as tmp:
         if args.mode == "many":
             run_many(Path(tmp), args)
@@ -208,18 +217,21 @@ def batch_ms(root: Path, batches: int) -> float:
 def run_many(root: Path, args: argparse.Namespace) -> None:
     inbox = root / "input" / "ysb"
     campaigns = ysb_campaigns()
-    subprocess.run(cli(root, "generate", "ysb", "--events", "1", "--to", str(root / "seed")),
-                   check=True, capture_output=True)  # the campaigns table  # fmt: skip
-    inbox.mkdir(parents=True)
+    number = len(list(inbox.glob("ysb-*.json")))  # files dropped by an earlier sitting
+    if not number:
+        subprocess.run(cli(root, "generate", "ysb", "--events", "1", "--to", str(root / "seed")),
+                       check=True, capture_output=True)  # the campaigns table  # fmt: skip
+        inbox.mkdir(parents=True)
     start_run = cli(root, "run", "ysb", "--trigger", f"interval={args.trigger}", sets=args.sets)
     run = start(start_run, root)
-    committed, number, next_sample = -1, 0, args.every
+    committed = last_commit(table_checkpoint(root)) if number else -1
+    next_sample = (committed + 1) // args.every * args.every + args.every
     found = checkpoints(root)
     header = (f"{'batch':>6} {'py MB':>6} {'JVM MB':>7} {'heap':>5} {'ckpt MB':>8} "
               f"{'files':>6} {'offsets':>7} {'commits':>7} {'state':>6} {'srclog KB':>9} "
-              f"{'sinklog KB':>10} {'files':>5} {'events MB':>9} {'files':>5} {'table':>6} "
+              f"{'deltalog KB':>11} {'files':>5} {'events MB':>9} {'files':>5} {'table':>6} "
               f"{'batch ms':>8} {'restart s':>9} {'status':>6} {'ckpt show':>9} "
-              f"{'query':>6}")  # fmt: skip
+              f"{'query':>6} {'load':>5}")  # fmt: skip
     print(f"ysb, {args.events} events a batch, trigger {args.trigger}, sets {args.sets}")
     print(header, flush=True)
     try:
@@ -255,10 +267,11 @@ def sample(
     sources_kb = tree(checkpoint / "sources")[0] * 1024
     all_checkpoints = tree(root / "checkpoints")
     table = root / "tables" / "campaign_windows"
-    sink_log = tree(table / "_spark_metadata")
+    sink_log = tree(table / "_delta_log")
     events = tree(root / "_monitor" / "events")
     data_files = len(list(table.glob("*.parquet")))
     median_ms = batch_ms(root, args.every // 2)
+    load = os.getloadavg()[1]  # the machine's, over 5 minutes: other work slows batches
     stop(run)  # its last batches (the watermark's) may commit as it stops
     committed = last_commit(checkpoint)
     status = timed_cli(cli(root, "status", "ysb"))  # reads the log: no spec values
@@ -271,9 +284,10 @@ def sample(
     restart = time.perf_counter() - started
     print(f"{committed + 1:>6} {memory[0]:>6.0f} {memory[1]:>7.0f} {memory[2]:>5.0f} "
           f"{all_checkpoints[0]:>8.1f} {all_checkpoints[1]:>6} {parts[0]:>7} {parts[1]:>7} "
-          f"{parts[2]:>6} {sources_kb:>9.0f} {sink_log[0] * 1024:>10.0f} {sink_log[1]:>5} "
+          f"{parts[2]:>6} {sources_kb:>9.0f} {sink_log[0] * 1024:>11.0f} {sink_log[1]:>5} "
           f"{events[0]:>9.2f} {events[1]:>5} {data_files:>6} {median_ms:>8.0f} "
-          f"{restart:>9.1f} {status:>6.2f} {show:>9.2f} {query:>6.2f}", flush=True)  # fmt: skip
+          f"{restart:>9.1f} {status:>6.2f} {show:>9.2f} {query:>6.2f} {load:>5.1f}",
+          flush=True)  # fmt: skip
     return run
 
 
@@ -282,26 +296,44 @@ def sample(
 
 def run_catch_up(root: Path, args: argparse.Namespace) -> None:
     sizes = [float(size) for size in args.sizes.split(",")]
-    fixed, _ = catch_up_once(root / "fixed", 1_000, args.sets)
-    print(f"ysb catch-up (available-now), fixed cost (1,000 events) {fixed:.1f} s")
-    print(f"{'size':>5} {'events':>12} {'input MB':>9} {'wall s':>7} {'s per M':>8} "
-          f"{'peak MB':>8}")  # fmt: skip
+    fixed = catch_up_once(root / "fixed", 1_000, args.sets)
+    print(f"ysb, fixed cost (1,000 events): catch-up (available-now) {fixed[0][0]:.1f} s, "
+          f"backfill {fixed[1][0]:.1f} s")  # fmt: skip
+    print(f"{'size':>5} {'events':>12} {'input MB':>9} {'':>2}"
+          + "".join(f" {'wall s':>7} {'s per M':>8} {'peak MB':>8}" for _ in RUNS))  # fmt: skip
+    print(f"{'':>31}" + "".join(f" {name:<25}" for name in RUNS))
     for size in sizes:
         events = int(args.base_events * size)
-        wall, peak = catch_up_once(root / f"x{size:g}", events, args.sets)
+        measured = catch_up_once(root / f"x{size:g}", events, args.sets)
         megabytes = tree(root / f"x{size:g}" / "input")[0]
-        per_million = f"{(wall - fixed) / (events / 1e6):.1f}" if wall > fixed else "-"
-        print(f"{size:>4g}x {events:>12,} {megabytes:>9.0f} {wall:>7.1f} {per_million:>8} "
-              f"{peak:>8.0f}", flush=True)  # fmt: skip
+        cells = ""
+        for (wall, peak), (base, _) in zip(measured, fixed, strict=True):
+            per_million = f"{(wall - base) / (events / 1e6):.1f}" if wall > base else "-"
+            cells += f" {wall:>7.1f} {per_million:>8} {peak:>8.0f}"
+        print(f"{size:>4g}x {events:>12,} {megabytes:>9.0f} {'':>2}{cells}", flush=True)
 
 
-def catch_up_once(root: Path, events: int, sets: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak resident MB (driver and JVM) of one catch-up over ``events``."""
-    chunks = str(max(10, events // 200_000))  # files of ~40 MB at most
+# What ``catch-up`` times per size, on the same input: the app's streaming catch-up, then
+# the same flows as batch jobs (``streamsmith backfill``, into ``<root>/backfill``).
+RUNS = ("catch-up (available-now)", "backfill")
+
+
+def catch_up_once(root: Path, events: int, sets: list[str]) -> list[tuple[float, float]]:
+    """Wall seconds and peak resident MB (driver and JVM) of each of ``RUNS`` over
+    ``events`` generated events."""
+    chunks = str(max(10, events // 200_000))  # files of ~50 MB at most
     subprocess.run(cli(root, "generate", "ysb", "--events", str(events), "--chunks", chunks),
                    check=True, capture_output=True)  # fmt: skip
+    return [
+        timed_peak(cli(root, "run", "ysb", "--trigger", "available-now", sets=sets), root),
+        timed_peak(cli(root, "backfill", "ysb", sets=sets), root),
+    ]
+
+
+def timed_peak(command: list[str], root: Path) -> tuple[float, float]:
+    """Wall seconds and peak resident MB (the process and its JVM, sampled every 0.2 s)."""
     started = time.perf_counter()
-    run = start(cli(root, "run", "ysb", "--trigger", "available-now", sets=sets), root)
+    run = start(command, root)
     peak = 0.0
     while run.poll() is None:
         try:
@@ -311,7 +343,7 @@ def catch_up_once(root: Path, events: int, sets: list[str]) -> tuple[float, floa
         time.sleep(0.2)
     wall = time.perf_counter() - started
     if run.wait() != 0:
-        raise SystemExit(f"the catch-up failed: {(root / 'run.log').read_text()[-2000:]}")
+        raise SystemExit(f"{command[3]} failed: {(root / 'run.log').read_text()[-2000:]}")
     return wall, peak
 
 

@@ -77,3 +77,22 @@ def test_the_name_follows_java_and_spark_classpath(
     monkeypatch.setenv("PATH", "")
     assert jvm_archive.archive_path() is None
     assert jvm_archive.java_options({}) == []
+
+
+def test_build_finds_the_archives_no_jvm_mapped_for_two_weeks(tmp_path: Path) -> None:
+    now = 1_800_000_000.0
+    day = 86_400
+
+    def archive(name: str, idle_days: float) -> Path:
+        path = tmp_path / name
+        path.write_bytes(b"")
+        os.utime(path, (now - idle_days * day, now - 30 * day))  # (access, modification)
+        return path
+
+    current = archive("spark-current.jsa", 40)  # just built or in use: always kept
+    archive("spark-lately.jsa", 13)
+    gone = archive("spark-gone.jsa", 15)
+    (tmp_path / "notes.txt").write_text("not an archive")
+    os.utime(tmp_path / "notes.txt", (now - 90 * day, now - 90 * day))
+    assert jvm_archive.idle_archives(tmp_path, current, now) == [gone]
+    assert jvm_archive.idle_archives(tmp_path / "absent", current, now) == []

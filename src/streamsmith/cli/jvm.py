@@ -65,10 +65,13 @@ def build(
     force: Annotated[bool, typer.Option(help="Record a new archive even if one exists.")] = False,
 ) -> None:
     """Record the archive: one available-now run of the `init` project, whose JVM writes
-    the classes it loaded as it exits (about a minute, once per Java and Spark version)."""
+    the classes it loaded as it exits (about a minute, once per Java and Spark version).
+    Archives no JVM has mapped for 14 days (other checkouts', older versions') are
+    deleted."""
     archive = _archive()
     if archive.is_file() and not force:
         say(f"up to date: {archive}")
+        _remove_idle(archive)
         return
     archive.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -77,6 +80,22 @@ def build(
         f"built {recorded} ({recorded.stat().st_size / 2**20:.0f} MiB) in "
         f"{time.monotonic() - started:.0f} s"
     )
+    _remove_idle(recorded)
+
+
+def _remove_idle(kept: Path) -> None:
+    """Delete the archives of other checkouts or versions no JVM has mapped lately: each
+    is some 200 MiB, and a machine that makes virtualenvs again and again gathers them."""
+    from streamsmith.spark import jvm_archive
+
+    idle = jvm_archive.idle_archives(kept.parent, kept, time.time())
+    for path in idle:
+        path.unlink()
+    if idle:
+        say(
+            f"removed {len(idle)} archive(s) no JVM mapped in {jvm_archive.IDLE_DAYS} days "
+            f"from {kept.parent}"
+        )
 
 
 @jvm_cli.command("status")

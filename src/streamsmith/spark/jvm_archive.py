@@ -27,6 +27,10 @@ from pathlib import Path
 
 from streamsmith.spark.jars import OWN, cache_dir, driver_jars, installed, spark_jars
 
+# An archive no JVM has mapped for this long belongs to a checkout or virtualenv gone (or
+# idle): `jvm build` deletes it. A checkout that comes back maps no archive (a slower
+# start, nothing else) until its next `jvm build`.
+IDLE_DAYS = 14
 RECORD_ENV = "STREAMSMITH_JVM_ARCHIVE_RECORD"  # set by the builder: record into this file
 SWITCH_ENV = "STREAMSMITH_JVM_ARCHIVE"  # "off" disables the archive
 
@@ -62,6 +66,20 @@ def archive_path() -> Path | None:
         digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     digest.update(os.environ.get("SPARK_DIST_CLASSPATH", "").encode())
     return cache_dir() / "jvm" / f"spark-{digest.hexdigest()[:16]}.jsa"
+
+
+def idle_archives(folder: Path, keep: Path, now: float, days: int = IDLE_DAYS) -> list[Path]:
+    """The archives in ``folder`` other than ``keep`` that no JVM has read for ``days``
+    (by the file's access time, which the kernel moves when a JVM maps it, at most daily
+    under ``relatime``; on a ``noatime`` mount, since it was written)."""
+    if not folder.is_dir():
+        return []
+    cutoff = now - days * 86_400
+    return sorted(
+        path
+        for path in folder.glob("spark-*.jsa")
+        if path != keep and max(path.stat().st_atime, path.stat().st_mtime) < cutoff
+    )
 
 
 def _extra_jars() -> list[Path]:

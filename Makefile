@@ -140,14 +140,22 @@ $(PEERS_VENV)/.installed:
 	$(PEERS_VENV)/bin/python -m pip install -q quixstreams==3.28.1 bytewax==0.21.1 pathway==0.33.0
 	@touch $@
 
-# PyFlink (benchmarks/peers/pyflink_ysb.py) in a virtualenv of its own: its pins (pyarrow 16,
+# PyFlink (benchmarks/peers/pyflink_*.py) in a virtualenv of its own: its pins (pyarrow 16,
 # protobuf 5, py4j 0.10.9.7, apache-beam) clash with PySpark's and with the other peers'.
+# Flink's SQL Kafka connector is not in the wheel: Maven resolves it once from Maven Central
+# into the virtualenv's jars/ folder, built for the wheel's Flink minor (5.0.0-2.2 for 2.2;
+# Maven Central has none for 2.3 yet, hence Flink 2.2). No run downloads anything.
 FLINK_VENV := .venv-flink
-peers-flink: $(FLINK_VENV)/.installed
+FLINK_VERSION := 2.2.1
+FLINK_KAFKA := org.apache.flink:flink-sql-connector-kafka:5.0.0-2.2
+FLINK_STAMP := $(FLINK_VENV)/.installed-$(FLINK_VERSION)-$(lastword $(subst :, ,$(FLINK_KAFKA)))
+peers-flink: $(FLINK_STAMP)
 
-$(FLINK_VENV)/.installed:
+$(FLINK_STAMP): | java maven
 	@[ -x $(FLINK_VENV)/bin/python ] || $(PYTHON) -m venv $(FLINK_VENV)
-	$(FLINK_VENV)/bin/python -m pip install -q apache-flink==2.3.0
+	$(FLINK_VENV)/bin/python -m pip install -q apache-flink==$(FLINK_VERSION)
+	rm -rf $(FLINK_VENV)/jars
+	mvn -B -q dependency:copy -Dartifact=$(FLINK_KAFKA) -DoutputDirectory=$(FLINK_VENV)/jars
 	@touch $@
 
 demo-cloudtrail: setup

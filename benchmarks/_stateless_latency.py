@@ -1,23 +1,34 @@
 """The stateless rows of ``ysb_latency.py --stateless``: a Kafka -> Kafka filter-and-enrich
 flow (YSB's ad events, views kept, each with a tier) run by streamsmith as a user's
-spec runs it, in Real-time Mode and in micro-batches, at each rate.
+spec runs it, in Real-time Mode and in micro-batches, at each rate; and the peer row
+(trigger ``pyflink``): the same flow in PyFlink SQL with Flink's Kafka connector
+(``peers/pyflink_stateless.py`` in ``.venv-flink``), on the same broker setup and rate.
+
+Before the first event, a probe view (send time 0, left out of every figure) must come
+out of the output topic: the flow reads and writes when measuring starts.
 
 Each event carries its send time (epoch ms), which the flow keeps as the output key. The
 output topic stamps each record when the broker appends it (``LogAppendTime``), so a
 record's latency is its append time minus its send time: from the producer's call to the
 record readable in the output topic, producer and broker on this machine's clock.
 Events sent in the first ``warmup`` seconds are left out. Every view sent must come out
-(at least once); the run fails otherwise. CPU is the Spark JVM's, in cores (CPU seconds
-a wall second) over the measured span; the broker and this process are not counted.
+(at least once); the run fails otherwise. CPU is the engine's process tree's, in cores
+(CPU seconds a wall second) over the measured span: the Spark JVM (and any process it
+forks), or PyFlink's Python client and its JVM (Flink's local cluster); the broker and
+this process (the producer, the reader, Spark's Python driver) are not counted.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +44,10 @@ from streamsmith.runtime.start import start_queries
 from streamsmith.spark.session import build_session
 
 SOURCE, OUTPUT = "ads", "ads-views"
+PYFLINK = "pyflink"  # the peer row's name among the triggers
+HERE = Path(__file__).resolve().parent
+FLINK_PYTHON = HERE.parent / ".venv-flink" / "bin" / "python"
+FLINK_JARS = HERE.parent / ".venv-flink" / "jars"  # make peers-flink puts the connector here
 KINDS = ("view", "click", "purchase")
 FLOW_SQL = f"""
 SELECT CAST(sent AS STRING) AS key,
@@ -54,9 +69,13 @@ class Row:
 
 
 def stateless_rows(rates: list[int], triggers: list[str], seconds: int, warmup: int) -> None:
-    """Run the flow once per trigger and rate on a fresh broker and print one row each."""
+    """Run the flow once per trigger (or the peer) and rate on a fresh broker and print one
+    row each."""
     rows = []
     for trigger in triggers:
+        if trigger == PYFLINK and (lacking := _pyflink_missing()):
+            print(f"{PYFLINK}: {lacking} (`make peers-flink`); left out")
+            continue
         for rate in rates:
             with tempfile.TemporaryDirectory(prefix="streamsmith-bench-stateless-") as tmp:
                 rows.append(_run(Path(tmp), trigger, rate, seconds, warmup))
@@ -66,25 +85,116 @@ def stateless_rows(rates: list[int], triggers: list[str], seconds: int, warmup: 
         raise SystemExit(f"views lost: {', '.join(f'{r.mode} at {r.rate}/s' for r in missing)}")
 
 
+@dataclass(frozen=True)
+class Engine:
+    """What the measuring needs of a running flow, Spark's or the peer's."""
+
+    pid: int  # the root of its process tree, whose CPU is counted
+    failure: Callable[[], str | None]  # why the flow stopped, or None while it runs
+
+
 def _run(root: Path, trigger: str, rate: int, seconds: int, warmup: int) -> Row:
     with start_broker(root / "broker") as broker:
         broker.create_topic(SOURCE, partitions=1)  # 2 task slots: records, dead letters
         append_time = {"message.timestamp.type": "LogAppendTime"}
         broker.create_topic(OUTPUT, partitions=1, config=append_time)
-        spark = build_session(SparkSpec(master="local[2]"), "bench-stateless-latency")
-        queries = start_queries(spark, _plan(root, broker, trigger))
+        flow = _pyflink(root, broker) if trigger == PYFLINK else _spark(root, broker, trigger)
+        with flow as engine:
+            _await_output(broker, engine, trigger)
+            return _measure(broker, trigger, rate, seconds, warmup, engine.pid)
+
+
+@contextmanager
+def _spark(root: Path, broker: EmbeddedBroker, trigger: str) -> Iterator[Engine]:
+    spark = build_session(SparkSpec(master="local[2]"), "bench-stateless-latency")
+    queries = [query for _, query in start_queries(spark, _plan(root, broker, trigger))]
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+
+        def failure() -> str | None:
+            return next((f"{q.name}: {q.exception()}" for q in queries if q.exception()), None)
+
+        yield Engine(int(jvm.java.lang.ProcessHandle.current().pid()), failure)
+        _print_batches(queries)
+    finally:
+        for query in queries:
+            query.stop()
+        spark.stop()
+
+
+def _pyflink_missing() -> str | None:
+    """What the peer row lacks on this machine, if anything."""
+    if not FLINK_PYTHON.exists():
+        return f"{FLINK_PYTHON} is missing"
+    if not any(FLINK_JARS.glob("*.jar")):
+        return f"no Kafka connector jar in {FLINK_JARS}"
+    return None
+
+
+@contextmanager
+def _pyflink(root: Path, broker: EmbeddedBroker) -> Iterator[Engine]:
+    """``peers/pyflink_stateless.py`` in ``.venv-flink``, in a session of its own (its
+    Python client and the JVM it starts); stopped by SIGTERM (it cancels its job)."""
+    log = root / "pyflink.log"
+    command = [str(FLINK_PYTHON), str(HERE / "peers" / "pyflink_stateless.py"),
+               broker.bootstrap, SOURCE, OUTPUT]  # fmt: skip
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+
+    def failure() -> str | None:
+        if process.poll() is None:
+            return None
+        return f"exited with {process.returncode}: {log.read_text()[-2000:]}"
+
+    try:
+        yield Engine(process.pid, failure)
+    finally:
+        _end_session(process)
+
+
+def _end_session(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the client, then wait for its session to end (PyFlink's JVM exits when
+    its client's pipe closes); kill whatever of it is left after a minute."""
+    process.terminate()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        process.poll()  # reaps the client: a zombie would still count as in the session
         try:
-            jvm = spark.sparkContext._jvm
-            assert jvm is not None
-            pid = int(jvm.java.lang.ProcessHandle.current().pid())
-            time.sleep(8)  # let the queries start before the first event is due
-            row = _measure(broker, trigger, rate, seconds, warmup, pid)
-            _print_batches([query for _, query in queries])
-            return row
-        finally:
-            for _, query in queries:
-                query.stop()
-            spark.stop()
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return  # every process of the session has ended
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _await_output(broker: EmbeddedBroker, engine: Engine, trigger: str) -> None:
+    """Wait until the flow turns a probe view (sent 0, left out of every figure) into an
+    output record: the flow is reading and writing before the first measured event."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    probe = '{"ad_id":"a0","user_id":"u0","event_type":"view","sent":0}'
+    producer.produce(SOURCE, value=probe.encode())
+    if producer.flush(30):
+        raise SystemExit(f"{trigger}: the probe event was not delivered to {SOURCE}")
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "ready",
+         "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    consumer.subscribe([OUTPUT])
+    deadline = time.monotonic() + 240
+    try:
+        while True:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                return
+            if (why := engine.failure()) is not None:
+                raise SystemExit(f"{trigger} stopped before its first output: {why}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{trigger}: no output in {OUTPUT} 240 s after the probe")
+    finally:
+        consumer.close()
 
 
 def _plan(root: Path, broker: EmbeddedBroker, trigger: str) -> Plan:
@@ -134,7 +244,7 @@ def _measure(
     sent_at_warmup = 0
     while time.time() - start < seconds:
         if cpu_from is None and time.time() - start >= warmup:
-            cpu_from = (_jvm_cpu(pid), time.time())
+            cpu_from = (_tree_cpu(pid), time.time())
             sent_at_warmup = sent
         due = int((time.time() - start) * rate)
         while sent < due:
@@ -154,7 +264,7 @@ def _measure(
         time.sleep(0.002)
     assert cpu_from is not None
     span = time.time() - cpu_from[1]
-    cpu = (_jvm_cpu(pid) - cpu_from[0]) / span
+    cpu = (_tree_cpu(pid) - cpu_from[0]) / span
     achieved = (sent - sent_at_warmup) / span
     if producer.flush(60) or failed:
         raise SystemExit(
@@ -179,8 +289,8 @@ def _consume(bootstrap: str, appended: list[tuple[int, int]], done: threading.Ev
     try:
         while not done.is_set():
             for message in consumer.consume(5000, timeout=0.2):
-                if message.error() is None:
-                    appended.append((int(message.key()), message.timestamp()[1]))
+                if message.error() is None and (sent := int(message.key())):  # not the probe
+                    appended.append((sent, message.timestamp()[1]))
     finally:
         consumer.close()
 
@@ -206,10 +316,23 @@ def _print_batches(queries: list[StreamingQuery]) -> None:
         )
 
 
-def _jvm_cpu(pid: int) -> float:
-    """CPU seconds (user + system) the process ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used by ``pid`` and every process under it now."""
+    parent, ticks = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue  # the process ended while /proc was listed
+        child = int(stat.parent.name)
+        parent[child] = int(fields[1])
+        ticks[child] = int(fields[11]) + int(fields[12])
+    tree, grew = {pid}, True
+    while grew:
+        under = {child for child, up in parent.items() if up in tree} - tree
+        tree |= under
+        grew = bool(under)
+    return sum(ticks.get(member, 0) for member in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def _print(row: Row) -> None:

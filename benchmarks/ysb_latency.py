@@ -17,6 +17,10 @@ filter-and-enrich flow, in Real-time Mode and in micro-batches, at each ``--rate
 (``_stateless_latency.py`` says how they are measured):
 
     .venv/bin/python benchmarks/ysb_latency.py --stateless --rate 10000 --rate 50000
+
+The last row, ``pyflink``, is the peer: the same flow in PyFlink with Flink's Kafka
+connector (``make peers-flink``; left out, saying so, without it). ``--stateless-triggers``
+picks rows, e.g. ``--stateless-triggers pyflink``.
 """
 
 from __future__ import annotations
@@ -61,11 +65,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--stateless", action="store_true",
-        help="the stateless Kafka -> Kafka rows: real-time and micro-batch, at each --rate",
+        help="the stateless Kafka -> Kafka rows: real-time, micro-batch, PyFlink, at each --rate",
     )  # fmt: skip
     parser.add_argument(
-        "--stateless-triggers", default="real-time=5s,interval=0s",
-        help="the triggers of the --stateless rows",
+        "--stateless-triggers", default="real-time=5s,interval=0s,pyflink",
+        help="the triggers of the --stateless rows; `pyflink` is the PyFlink peer's row",
     )  # fmt: skip
     parser.add_argument("--seconds", type=int, default=180, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=40, help="seconds left out at the start")

@@ -30,10 +30,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, Producer
+from _latency_trace import Traced, percentile, print_trace
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import SparkSpec, parse_trigger
@@ -49,8 +51,11 @@ HERE = Path(__file__).resolve().parent
 FLINK_PYTHON = HERE.parent / ".venv-flink" / "bin" / "python"
 FLINK_JARS = HERE.parent / ".venv-flink" / "jars"  # make peers-flink puts the connector here
 KINDS = ("view", "click", "purchase")
+# The key carries the send time and, after a colon, the event's sequence number: after the
+# run, the input topic (which stamps ``LogAppendTime``) says when each event was appended
+# there, and the trace splits each record's wait at that point.
 FLOW_SQL = f"""
-SELECT CAST(sent AS STRING) AS key,
+SELECT CONCAT(CAST(sent AS STRING), ':', CAST(seq AS STRING)) AS key,
        to_json(named_struct('ad_id', ad_id, 'user_id', user_id, 'sent', sent,
                             'tier', CASE WHEN user_id < 'u5' THEN 'gold' ELSE 'basic' END)) AS value
 FROM {SOURCE}
@@ -64,6 +69,9 @@ class Row:
     rate: int
     achieved: float  # events/s the producer kept up, after the warm-up
     latencies_ms: list[float]
+    traced: list[Traced]  # the records behind latencies_ms, for the trace
+    batch_starts: list[int]  # epoch ms the flow's batches started (Spark's rows)
+    gc_ms: float  # the JVM's garbage collection time over the measured span (Spark's rows)
     cpu_cores: float
     missing: int  # views sent and acknowledged that never came out
 
@@ -91,17 +99,20 @@ class Engine:
 
     pid: int  # the root of its process tree, whose CPU is counted
     failure: Callable[[], str | None]  # why the flow stopped, or None while it runs
+    batch_starts: Callable[[], list[int]] = list  # epoch ms of its recent batches' starts
+    gc_ms: Callable[[], float] = lambda: float("nan")  # its JVM's total GC time so far
 
 
 def _run(root: Path, trigger: str, rate: int, seconds: int, warmup: int) -> Row:
     with start_broker(root / "broker") as broker:
-        broker.create_topic(SOURCE, partitions=1)  # 2 task slots: records, dead letters
         append_time = {"message.timestamp.type": "LogAppendTime"}
+        # 2 task slots: records, dead letters
+        broker.create_topic(SOURCE, partitions=1, config=append_time)
         broker.create_topic(OUTPUT, partitions=1, config=append_time)
         flow = _pyflink(root, broker) if trigger == PYFLINK else _spark(root, broker, trigger)
         with flow as engine:
             _await_output(broker, engine, trigger)
-            return _measure(broker, trigger, rate, seconds, warmup, engine.pid)
+            return _measure(broker, trigger, rate, seconds, warmup, engine)
 
 
 @contextmanager
@@ -115,7 +126,15 @@ def _spark(root: Path, broker: EmbeddedBroker, trigger: str) -> Iterator[Engine]
         def failure() -> str | None:
             return next((f"{q.name}: {q.exception()}" for q in queries if q.exception()), None)
 
-        yield Engine(int(jvm.java.lang.ProcessHandle.current().pid()), failure)
+        def batch_starts() -> list[int]:
+            return [_epoch_ms(p.timestamp) for q in queries for p in q.recentProgress]
+
+        def gc_ms() -> float:
+            beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+            return float(sum(bean.getCollectionTime() for bean in beans))
+
+        pid = int(jvm.java.lang.ProcessHandle.current().pid())
+        yield Engine(pid, failure, batch_starts, gc_ms)
         _print_batches(queries)
     finally:
         for query in queries:
@@ -174,7 +193,7 @@ def _await_output(broker: EmbeddedBroker, engine: Engine, trigger: str) -> None:
     """Wait until the flow turns a probe view (sent 0, left out of every figure) into an
     output record: the flow is reading and writing before the first measured event."""
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    probe = '{"ad_id":"a0","user_id":"u0","event_type":"view","sent":0}'
+    probe = '{"ad_id":"a0","user_id":"u0","event_type":"view","sent":0,"seq":0}'
     producer.produce(SOURCE, value=probe.encode())
     if producer.flush(30):
         raise SystemExit(f"{trigger}: the probe event was not delivered to {SOURCE}")
@@ -206,7 +225,7 @@ def _plan(root: Path, broker: EmbeddedBroker, trigger: str) -> Plan:
             SOURCE: {
                 "format": "kafka",
                 "options": {"subscribe": SOURCE, "startingOffsets": "earliest"},
-                "schema": "ad_id string, user_id string, event_type string, sent long",
+                "schema": "ad_id string, user_id string, event_type string, sent long, seq long",
             }
         },
         "flows": {
@@ -224,9 +243,10 @@ def _plan(root: Path, broker: EmbeddedBroker, trigger: str) -> Plan:
 
 
 def _measure(
-    broker: EmbeddedBroker, trigger: str, rate: int, seconds: int, warmup: int, pid: int
+    broker: EmbeddedBroker, trigger: str, rate: int, seconds: int, warmup: int, engine: Engine
 ) -> Row:
-    appended: list[tuple[int, int]] = []  # (send ms, append ms)
+    pid = engine.pid
+    appended: list[tuple[int, int, int]] = []  # (send ms, sequence number, append ms)
     done = threading.Event()
     reader = threading.Thread(target=_consume, args=(broker.bootstrap, appended, done))
     reader.start()
@@ -242,16 +262,18 @@ def _measure(
 
     sent = 0
     sent_at_warmup = 0
+    gc_from = 0.0
     while time.time() - start < seconds:
         if cpu_from is None and time.time() - start >= warmup:
             cpu_from = (_tree_cpu(pid), time.time())
+            gc_from = engine.gc_ms()
             sent_at_warmup = sent
         due = int((time.time() - start) * rate)
         while sent < due:
             kind = KINDS[sent % 3]
             value = (
                 f'{{"ad_id":"a{sent % 1000}","user_id":"u{sent % 10}",'
-                f'"event_type":"{kind}","sent":{int(time.time() * 1000)}}}'
+                f'"event_type":"{kind}","sent":{int(time.time() * 1000)},"seq":{sent + 1}}}'
             )
             try:
                 producer.produce(SOURCE, value=value.encode(), on_delivery=on_delivery)
@@ -265,6 +287,7 @@ def _measure(
     assert cpu_from is not None
     span = time.time() - cpu_from[1]
     cpu = (_tree_cpu(pid) - cpu_from[0]) / span
+    gc_ms = engine.gc_ms() - gc_from
     achieved = (sent - sent_at_warmup) / span
     if producer.flush(60) or failed:
         raise SystemExit(
@@ -276,11 +299,15 @@ def _measure(
     done.set()
     reader.join()
     after = (start + warmup) * 1000
-    latencies = sorted(a - s for s, a in appended if s >= after)
-    return Row(trigger, rate, achieved, latencies, cpu, max(0, views - len(appended)))
+    read = _append_times(broker.bootstrap)
+    kept = sorted((Traced(sent, read.get(seq), out) for sent, seq, out in appended
+                   if sent >= after), key=lambda r: r.sent)  # fmt: skip
+    latencies = sorted(float(r.out - r.sent) for r in kept)
+    return Row(trigger, rate, achieved, latencies, kept, engine.batch_starts(), gc_ms, cpu,
+               max(0, views - len(appended)))  # fmt: skip
 
 
-def _consume(bootstrap: str, appended: list[tuple[int, int]], done: threading.Event) -> None:
+def _consume(bootstrap: str, appended: list[tuple[int, int, int]], done: threading.Event) -> None:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "bench", "auto.offset.reset": "earliest",
          "enable.auto.commit": False}
@@ -289,10 +316,36 @@ def _consume(bootstrap: str, appended: list[tuple[int, int]], done: threading.Ev
     try:
         while not done.is_set():
             for message in consumer.consume(5000, timeout=0.2):
-                if message.error() is None and (sent := int(message.key())):  # not the probe
-                    appended.append((sent, message.timestamp()[1]))
+                if message.error() is not None:
+                    continue
+                sent, _, seq = (message.key() or b"0:0").partition(b":")
+                if int(sent):  # not the probe (sent 0)
+                    appended.append((int(sent), int(seq), message.timestamp()[1]))
     finally:
         consumer.close()
+
+
+def _append_times(bootstrap: str) -> dict[int, int]:
+    """Each event's append time in the input topic, by sequence number: read after the
+    run, so the reading costs the measured flow nothing."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "trace",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    _, end = consumer.get_watermark_offsets(TopicPartition(SOURCE, 0), timeout=30)
+    consumer.assign([TopicPartition(SOURCE, 0, 0)])
+    times: dict[int, int] = {}
+    try:
+        offset, deadline = -1, time.monotonic() + 300
+        while offset < end - 1 and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=1):
+                if message.error() is not None:
+                    continue
+                offset = message.offset() or offset
+                value = message.value() or b""
+                at = value.rfind(b'"seq":')
+                times[int(value[at + 6 : value.index(b"}", at)])] = message.timestamp()[1]
+    finally:
+        consumer.close()
+    return times
 
 
 def _print_batches(queries: list[StreamingQuery]) -> None:
@@ -340,12 +393,15 @@ def _print(row: Row) -> None:
     if not kept:
         raise SystemExit(f"{row.mode} at {row.rate}/s: nothing sent after the warm-up")
 
-    def pct(p: float) -> float:
-        return kept[min(len(kept) - 1, int(p * len(kept)))]
-
     lost = f"  {row.missing:,} VIEWS MISSING" if row.missing else ""
     print(
         f"{row.mode:<16}{row.rate:>8,}/s (sent {row.achieved:>7,.0f}/s)  {len(kept):>9,} views  "
-        f"p50 {statistics.median(kept):>7,.0f} ms  p99 {pct(0.99):>7,.0f} ms  "
+        f"p50 {statistics.median(kept):>7,.0f} ms  p99 {percentile(kept, 0.99):>7,.0f} ms  "
         f"max {kept[-1]:>7,.0f} ms  cpu {row.cpu_cores:.2f} cores{lost}"
     )
+    print_trace(row.traced, row.batch_starts, row.gc_ms)
+
+
+def _epoch_ms(timestamp: str) -> int:
+    """A progress report's ``timestamp`` (ISO 8601, UTC) as epoch milliseconds."""
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)

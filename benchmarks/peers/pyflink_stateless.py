@@ -1,12 +1,12 @@
 """The stateless Kafka -> Kafka flow of ``ysb_latency.py --stateless`` in PyFlink SQL.
 
 Takes ``BOOTSTRAP SOURCE_TOPIC OUTPUT_TOPIC`` and runs until killed (SIGTERM). Reads the
-ad events (JSON: ad_id, user_id, event_type, sent) from the source topic's earliest
+ad events (JSON: ad_id, user_id, event_type, sent, seq) from the source topic's earliest
 offset, keeps the views, gives each a tier, and writes them to the output topic with
-the send time as a raw string key and the same JSON value as streamsmith's flow
-(``FLOW_SQL`` of ``_stateless_latency.py``). Flink's SQL Kafka connector is the jar
-``make peers-flink`` resolved into this virtualenv's ``jars/`` folder; nothing is
-downloaded here.
+the send time and sequence number as a raw string key (``sent:seq``) and the same JSON
+value as streamsmith's flow (``FLOW_SQL`` of ``_stateless_latency.py``). Flink's SQL
+Kafka connector is the jar ``make peers-flink`` resolved into this virtualenv's
+``jars/`` folder; nothing is downloaded here.
 
 Set for latency, as Flink's documentation advises, and why:
 
@@ -62,7 +62,7 @@ for option in ("rest.bind-address", "jobmanager.bind-host", "taskmanager.bind-ho
     config.set(option, "127.0.0.1")
 
 env.execute_sql(f"""
-    CREATE TABLE ads (ad_id STRING, user_id STRING, event_type STRING, sent BIGINT)
+    CREATE TABLE ads (ad_id STRING, user_id STRING, event_type STRING, sent BIGINT, seq BIGINT)
     WITH ('connector' = 'kafka', 'topic' = '{source_topic}',
           'properties.bootstrap.servers' = '{bootstrap}',
           'properties.group.id' = 'pyflink-stateless',
@@ -79,7 +79,7 @@ env.execute_sql(f"""
 """)  # fmt: skip
 job = env.execute_sql("""
     INSERT INTO ad_views
-    SELECT CAST(sent AS STRING), ad_id, user_id, sent,
+    SELECT CAST(sent AS STRING) || ':' || CAST(seq AS STRING), ad_id, user_id, sent,
            CASE WHEN user_id < 'u5' THEN 'gold' ELSE 'basic' END
     FROM ads
     WHERE event_type = 'view'

@@ -90,3 +90,38 @@ def test_sigterm_stops_after_the_current_batch(tmp_path: Path) -> None:
     # At most the batch that began as the current one ended is left, redone next start.
     assert offsets - commits <= {max(commits) + 1}, "more than the next batch was left"
     assert "cloudtrail.cloudtrail_events:" in stdout
+
+
+@pytest.mark.deep
+def test_a_run_whose_jvm_dies_says_so_in_one_line(tmp_path: Path) -> None:
+    """The OOM killer, or a SIGTERM to the whole process group, ends the driver JVM under
+    the run: the run fails with one line saying what happened, not a trace of py4j's."""
+    generate_cloudtrail(tmp_path / "input/cloudtrail", files=16, records_per_file=100, seed=8)
+    process = start_pipeline(tmp_path, "--trigger", "interval=0s", *ONE_FILE_PER_BATCH)
+    try:
+        started = wait_until(
+            process, lambda: len(batch_ids(tmp_path / CHECKPOINT / "commits")) >= 1, 300
+        )
+        jvm = _java_child(process.pid)
+        os.kill(jvm, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=60)
+    assert started, stderr[-3000:]
+    assert process.returncode == 1, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the Spark JVM ended before its queries stopped"), last
+    # No trace through streamsmith's code (PySpark's accumulator server still prints the
+    # EOFError its thread met when the JVM's connection dropped).
+    assert "streamsmith/" not in stderr, stderr[-3000:]
+
+
+def _java_child(pid: int) -> int:
+    """The JVM a process started (its child running java)."""
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            if "java" in Path(f"/proc/{child}/comm").read_text():
+                return int(child)
+    raise AssertionError(f"process {pid} has no java child")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from py4j.protocol import Py4JNetworkError
 from pyspark.sql import SparkSession
 
 from streamsmith.errors import UserError
@@ -27,7 +28,14 @@ from streamsmith.runtime.maintenance import failed, run_after
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.scheduler import Clock, run_schedules
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
-from streamsmith.runtime.supervisor import PipelineError, QueryOutcome, RunReport, supervise
+from streamsmith.runtime.supervisor import (
+    JVM_GONE,
+    PipelineError,
+    QueryOutcome,
+    RunReport,
+    jvm_alive,
+    supervise,
+)
 from streamsmith.runtime.views import refresh, refresh_failures
 from streamsmith.transforms.expectations import EXPECTATIONS_METRIC
 
@@ -52,8 +60,20 @@ def run_pipeline(
     catch-up run ends with its tables' ``after_run`` maintenance, then the refresh of its
     materialized views.
 
-    Raises :class:`PipelineError` naming every query that failed for good.
+    Raises :class:`PipelineError` naming every query that failed for good, or saying
+    that the Spark JVM ended under the run.
     """
+    try:
+        return _run_pipeline(spark, plan, stop, clock)
+    except (ConnectionError, Py4JNetworkError):
+        if jvm_alive(spark):
+            raise
+        raise PipelineError(JVM_GONE) from None
+
+
+def _run_pipeline(
+    spark: SparkSession, plan: Plan, stop: threading.Event | None, clock: Clock | None
+) -> RunReport:
     if plan.schedules or ((plan.maintenance_crons or plan.view_crons) and plan.stays_up):
         return run_schedules(spark, plan, stop, clock)
     report = supervise(spark, plan, stop)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JNetworkError
 from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -391,18 +392,57 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
                 log.info("stop requested: stopping queries after their current batch")
                 break
             supervisor.wait()
+    except (ConnectionError, Py4JNetworkError) as exc:
+        if jvm_alive(spark):  # another connection failed: an error like any other
+            error = _message(exc)
+            raise
+        # else the JVM is gone: reported below as such, not as a trace of py4j's
     except Exception as exc:
         error = _message(exc)
         raise
     finally:
-        supervisor.stop(timeout)
+        gone = _stop_all(supervisor, spark, timeout)
+        error = error or gone
         report = supervisor.report()
-        flush_listener_bus(spark)
         monitor.record({**run_end(report, stopped=stop.is_set(), error=error), **run})
-        monitor.detach(spark)
+        if gone is None:
+            monitor.detach(spark)
+    if gone is not None:
+        raise PipelineError(gone)
     if report.failed:
         raise PipelineError(failures(report))
     return report
+
+
+# The driver JVM died under the run: a signal to the whole process group (systemd's
+# default KillMode, `kill -- -PGID`), the OOM killer. Its queries' batches in flight
+# were never committed, so the next start runs them again: nothing is lost.
+JVM_GONE = (
+    "the Spark JVM ended before its queries stopped (a signal to the whole process "
+    "group? stop the streamsmith process alone: SIGTERM to its pid, Ctrl-C, or systemd's "
+    "KillMode=mixed); the batches in flight run again at the next start"
+)
+
+
+def jvm_alive(spark: SparkSession) -> bool:
+    """Whether the driver JVM still answers."""
+    try:
+        spark.sparkContext.startTime  # noqa: B018 (a call into the JVM)
+    except (ConnectionError, Py4JNetworkError):
+        return False
+    return True
+
+
+def _stop_all(supervisor: Supervisor, spark: SparkSession, timeout: float) -> str | None:
+    """Stop every query and take their last events; :data:`JVM_GONE` when the JVM
+    cannot be reached any more (then there is nothing left to stop)."""
+    try:
+        supervisor.stop(timeout)
+        flush_listener_bus(spark)
+    except (ConnectionError, Py4JNetworkError):
+        log.debug("the JVM is gone", exc_info=True)
+        return JVM_GONE
+    return None
 
 
 def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> dict[str, Any]:

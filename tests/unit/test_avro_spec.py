@@ -109,7 +109,10 @@ def test_a_missing_or_broken_schema_file_is_one_line_naming_it(
     ("source", "error"),
     [
         ({"value_format": "avro"}, "value_format: avro needs value_schema"),
-        ({"value_schema": "c.avsc"}, "value_schema is for Avro values: set value_format: avro"),
+        (
+            {"value_schema": "c.avsc"},
+            "value_schema is for Avro or Protobuf values: set value_format",
+        ),
         ({**AVRO, "schema": "user string"}, "the records' schema is value_schema's: remove schema"),
         ({**AVRO, "value_schema_id": 4}, "value_schema_id is the id in the Confluent wire format"),
         (

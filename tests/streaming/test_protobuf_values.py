@@ -5,7 +5,6 @@ that decodes back with the protobuf runtime."""
 
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
+from binary_values import quarantine, reconciled
 from protobuf_click import click_class, write_descriptor_set
 from streamsmith.cli import cli
 from streamsmith.io.avro_values import confluent_header
@@ -26,8 +26,6 @@ from streamsmith.io.protobuf_values import (
     encode_protobuf_values,
     load_protobuf_schema,
 )
-from streamsmith.monitor.eventlog import read_events
-from streamsmith.monitor.status import query_statuses
 from streamsmith.transforms.quarantine import READ_ERROR
 
 Click = click_class()
@@ -107,11 +105,8 @@ def test_confluent_framed_protobuf_values_decode_and_a_kafka_sink_writes_them_ba
         ("u2", 150, stamp(2), "VIEW", [], {}, None, None, 0),
         ("u3", None, stamp(3), "VIEW", [], {}, None, None, 0),
     ]
-    quarantined = read_table(spark, table_path(root, "clicks_quarantine")).collect()
     where = f"kafka://{source_topic}/0"
-    assert sorted(
-        (int(r.position), r.reason, base64.b64decode(r.raw), r.source_file) for r in quarantined
-    ) == [
+    assert quarantine(spark, root, "clicks"    ) == [
         (3, "Protobuf value written with schema id 8, not 7 (value_schema_id) of shop.Click "
          "(click.desc)", values[3], where),
         (4, "not in the Confluent wire format (value_wire_format: confluent): no magic byte 0, "
@@ -123,11 +118,7 @@ def test_confluent_framed_protobuf_values_decode_and_a_kafka_sink_writes_them_ba
          "9223372036854775808 is over 2^63 - 1, the largest Spark bigint", values[7], where),
     ]  # fmt: skip
     # Counts reconcile: the 8 records read are the 3 rows written and the 5 quarantined.
-    events = read_events(root, "shop")
-    batches = [e for e in events if e["event"] == "progress" and e["query"] == "shop.clicks"]
-    read, written = (sum(e[count] for e in batches) for count in ("input_rows", "output_rows"))
-    statuses = {s.query: s for s in query_statuses(events)}
-    assert (read, written, statuses["shop.clicks.quarantine"].quarantined) == (8, 3, 5)
+    assert reconciled(root, "shop", "shop.clicks") == (8, 3, 5)
 
     out = (
         spark.read.format("kafka")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from binary_values import spec_file
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.describe import describe_plan
@@ -28,25 +29,6 @@ CLICK = {
         {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
     ],
 }
-
-
-def spec_file(folder: Path, source: dict[str, Any], sink: dict[str, Any] | None = None) -> Path:
-    document = {
-        "name": "shop",
-        "storage_root": "data",
-        "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
-        "sources": {"clicks": {"format": "kafka", "options": {"subscribe": "clicks"}, **source}},
-        "flows": {
-            "clicks": {
-                "source": "clicks",
-                "sql": "SELECT user, ms FROM clicks",
-                "sink": sink or {"table": "clicks"},
-            }
-        },
-    }
-    path = folder / "streamsmith.yml"
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 AVRO = {"value_format": "avro", "value_schema": "schemas/click.avsc"}

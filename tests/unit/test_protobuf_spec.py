@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
+from binary_values import spec_file
 from protobuf_click import CLICK_STRUCT, click_descriptor_set, write_descriptor_set
 from streamsmith.cli import cli
 from streamsmith.errors import UserError
@@ -25,22 +25,6 @@ PROTOBUF = {
     "value_schema": "schemas/click.desc",
     "value_message": "shop.Click",
 }
-
-
-def spec_file(folder: Path, source: dict[str, Any], **flow: Any) -> Path:
-    document = {
-        "name": "shop",
-        "storage_root": "data",
-        "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
-        "sources": {"clicks": {"format": "kafka", "options": {"subscribe": "clicks"}, **source}},
-        "flows": {
-            "clicks": {"source": "clicks", "sql": "SELECT user, ms FROM clicks",
-                       "sink": {"table": "clicks"}, **flow}
-        },
-    }  # fmt: skip
-    path = folder / "streamsmith.yml"
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 def dry_run(folder: Path, *args: str) -> tuple[int, str]:

@@ -18,7 +18,9 @@ from streamsmith.cli import cli
 from streamsmith.errors import UserError
 from streamsmith.io.protobuf_values import indexes_bytes, message_indexes, unframe
 from streamsmith.pipelines import load_pipeline
+from streamsmith.runtime.plan import build_plan
 from streamsmith.schemas.protobuf import ProtobufSchemaError, find_message, message_struct
+from streamsmith.transforms.events import RecordParser
 
 PROTOBUF = {
     "value_format": "protobuf",
@@ -134,3 +136,36 @@ def test_a_real_time_flow_with_protobuf_values_is_refused_at_dry_run(
     )
     assert f"has trigger real-time=5s, but {why}" in shown, output
     assert "Real-time Mode does not run: use interval=<duration>" in shown
+
+
+PYTHON_PIPELINE = """
+import streamsmith as ss
+
+pipeline = ss.Pipeline(
+    "shop",
+    sources={"clicks": {"format": "kafka", "options": {"subscribe": "clicks"},
+                        "value_format": "protobuf", "value_schema": "click.desc",
+                        "value_message": "shop.Click"}},
+    spec={"kafka": {"bootstrap_servers": "127.0.0.1:9092"}},
+)
+
+
+@pipeline.flow(sink={"table": "clicks"})
+def clicks(records):
+    return records.select("user", "ms")
+"""
+
+
+def test_a_flow_in_python_over_protobuf_values_reads_them_through_the_decoding_check(
+    tmp_path: Path,
+) -> None:
+    """A flow declared in code reads the decoded fields by name, and a value that does
+    not decode goes to quarantine, as for Avro."""
+    write_descriptor_set(tmp_path / "click.desc")
+    (tmp_path / "shop_pipeline.py").write_text(PYTHON_PIPELINE)
+    plan = build_plan(*load_pipeline(tmp_path / "shop_pipeline.py"))
+    (flow,) = plan.flows
+    assert flow.definition.prepare == RecordParser(
+        message_struct(find_message(click_descriptor_set(), "shop.Click"))
+    )
+    assert [output.role for output in plan.outputs] == ["main", "quarantine"]

@@ -162,8 +162,8 @@ def test_a_flow_in_python_over_protobuf_values_reads_them_through_the_decoding_c
     """A flow declared in code reads the decoded fields by name, and a value that does
     not decode goes to quarantine, as for Avro."""
     write_descriptor_set(tmp_path / "click.desc")
-    (tmp_path / "shop_pipeline.py").write_text(PYTHON_PIPELINE)
-    plan = build_plan(*load_pipeline(tmp_path / "shop_pipeline.py"))
+    (tmp_path / "shop_protobuf_pipeline.py").write_text(PYTHON_PIPELINE)
+    plan = build_plan(*load_pipeline(tmp_path / "shop_protobuf_pipeline.py"))
     (flow,) = plan.flows
     assert flow.definition.prepare == RecordParser(
         message_struct(find_message(click_descriptor_set(), "shop.Click"))

@@ -39,7 +39,6 @@ from streamsmith.config import (
 )
 from streamsmith.defaults import root_in
 from streamsmith.errors import UserError
-from streamsmith.io.avro_values import load_value_schema
 from streamsmith.io.kafka.client import KafkaSourceError
 from streamsmith.io.schema_store import (
     SAMPLE_RECORDS,
@@ -51,6 +50,7 @@ from streamsmith.io.schema_store import (
     schema_dir,
 )
 from streamsmith.io.sources.kafka import kafka_sample
+from streamsmith.io.value_formats import load_values, source_values
 from streamsmith.loading import load_callable, load_module
 from streamsmith.monitor.recorder import first_line
 from streamsmith.runtime.app import App, FlowDefinition, Transform
@@ -101,21 +101,23 @@ def load_pipeline(
 
 
 def with_value_schemas(spec: PipelineSpec, folder: Path) -> PipelineSpec:
-    """``spec`` with the ``value_schema`` files of its sources and sinks (Avro values on
-    Kafka) found from the spec's ``folder``, as ``sql`` files are, and checked now, so
+    """``spec`` with the ``value_schema`` files of its sources and sinks (Avro or Protobuf
+    values on Kafka) found from the spec's ``folder``, as ``sql`` files are, and checked now, so
     ``dry-run`` names a missing or broken one."""
 
-    def found(model: _Model, named: object, *at: str) -> _Model:
+    def found(model: _Model, values: Mapping[str, Any], *at: str) -> _Model:
+        named = values.get("value_schema")
         if not named:
             return model
         path = Path(str(named)).expanduser()
         path = path if path.is_absolute() else folder / path
         where = (*at, "value_schema")
-        load_value_schema(path, f"{'.'.join(where)} (in {spec.origin_of(where)})")
+        kind, message = str(values.get("value_format")), values.get("value_message")
+        load_values(kind, path, message, f"{'.'.join(where)} (in {spec.origin_of(where)})")
         return model.model_copy(update={"value_schema": str(path)})
 
     sources = {
-        name: found(source, source.value_schema, "sources", name)
+        name: found(source, source.model_dump(), "sources", name)
         for name, source in spec.sources.items()
     }
     flows = {}
@@ -124,11 +126,10 @@ def with_value_schemas(spec: PipelineSpec, folder: Path) -> PipelineSpec:
         sinks = flow.sinks or {}
         flows[name] = flow.model_copy(
             update={
-                "sink": sink
-                and found(sink, sink.settings.get("value_schema"), "flows", name, "sink"),
+                "sink": sink and found(sink, sink.settings, "flows", name, "sink"),
                 "sinks": flow.sinks
                 and {
-                    key: found(one, one.settings.get("value_schema"), "flows", name, "sinks", key)
+                    key: found(one, one.settings, "flows", name, "sinks", key)
                     for key, one in sinks.items()
                 },
             }
@@ -345,9 +346,9 @@ def _flow(
     keep_inferred: bool = True,
 ) -> FlowDefinition:
     source = spec.sources[flow.source]
-    if source.avro_values and source.value_schema is not None:
+    if source.binary_values and source.value_schema is not None:
         at = f"{where}: sources.{flow.source}.value_schema"
-        schema: StructType | None = load_value_schema(Path(source.value_schema), at).struct
+        schema: StructType | None = source_values(source, at).struct
     elif source.record_schema == INFER:
         schema = _inferred(spec, flow.source, where, keep_inferred)
     else:

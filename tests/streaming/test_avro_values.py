@@ -4,7 +4,6 @@ with their raw bytes and the reason, and a Kafka sink writing Avro in the wire f
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -18,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro, to_avro
 from typer.testing import CliRunner
 
+from binary_values import quarantine, reconciled
 from streamsmith.cli import cli
 from streamsmith.io.avro_values import (
     confluent_header,
@@ -27,8 +27,6 @@ from streamsmith.io.avro_values import (
 )
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import read_table, table_path
-from streamsmith.monitor.eventlog import read_events
-from streamsmith.monitor.status import query_statuses
 from streamsmith.schemas.avro import record_struct
 from streamsmith.transforms.quarantine import READ_ERROR
 
@@ -77,14 +75,6 @@ def write_project(folder: Path, spec: dict[str, Any], monkeypatch: pytest.Monkey
     monkeypatch.chdir(folder)
     monkeypatch.delenv("STREAMSMITH_ROOT", raising=False)
     return folder / "data"
-
-
-def quarantine(spark: SparkSession, root: Path, table: str) -> list[tuple[Any, ...]]:
-    """The quarantine rows of ``table``: offset, reason, raw bytes, source."""
-    found = read_table(spark, table_path(root, f"{table}_quarantine")).collect()
-    return sorted(
-        (int(r.position), r.reason, base64.b64decode(r.raw), r.source_file) for r in found
-    )
 
 
 AVRO = {"value_format": "avro", "value_schema": "schemas/click.avsc"}
@@ -141,11 +131,7 @@ def test_confluent_framed_avro_values_are_decoded_and_the_rest_quarantined_with_
          "written with another schema?", framed[6], where),
     ]  # fmt: skip
     # Counts reconcile: the 7 records read are the 3 rows written and the 4 quarantined.
-    events = read_events(root, "shop")
-    batches = [e for e in events if e["event"] == "progress" and e["query"] == "shop.clicks"]
-    read, written = (sum(e[count] for e in batches) for count in ("input_rows", "output_rows"))
-    statuses = {s.query: s for s in query_statuses(events)}
-    assert (read, written, statuses["shop.clicks.quarantine"].quarantined) == (7, 3, 4)
+    assert reconciled(root, "shop", "shop.clicks") == (7, 3, 4)
 
 
 @pytest.mark.deep

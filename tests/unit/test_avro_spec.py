@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from binary_values import spec_file
 from streamsmith.errors import UserError
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.describe import describe_plan
@@ -28,25 +29,6 @@ CLICK = {
         {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
     ],
 }
-
-
-def spec_file(folder: Path, source: dict[str, Any], sink: dict[str, Any] | None = None) -> Path:
-    document = {
-        "name": "shop",
-        "storage_root": "data",
-        "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
-        "sources": {"clicks": {"format": "kafka", "options": {"subscribe": "clicks"}, **source}},
-        "flows": {
-            "clicks": {
-                "source": "clicks",
-                "sql": "SELECT user, ms FROM clicks",
-                "sink": sink or {"table": "clicks"},
-            }
-        },
-    }
-    path = folder / "streamsmith.yml"
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 AVRO = {"value_format": "avro", "value_schema": "schemas/click.avsc"}
@@ -109,7 +91,10 @@ def test_a_missing_or_broken_schema_file_is_one_line_naming_it(
     ("source", "error"),
     [
         ({"value_format": "avro"}, "value_format: avro needs value_schema"),
-        ({"value_schema": "c.avsc"}, "value_schema is for Avro values: set value_format: avro"),
+        (
+            {"value_schema": "c.avsc"},
+            "value_schema is for Avro or Protobuf values: set value_format",
+        ),
         ({**AVRO, "schema": "user string"}, "the records' schema is value_schema's: remove schema"),
         ({**AVRO, "value_schema_id": 4}, "value_schema_id is the id in the Confluent wire format"),
         (

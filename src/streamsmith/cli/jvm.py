@@ -30,7 +30,7 @@ jvm_cli = typer.Typer(
 def fetch(
     force: Annotated[bool, typer.Option(help="Resolve again even if installed.")] = False,
 ) -> None:
-    """Resolve the pinned jars (Spark's Kafka, Avro and Protobuf connectors, Delta Lake,
+    """Resolve the pinned jars (Spark's Kafka and Avro connectors, Delta Lake,
     the Kafka broker) once with Maven into streamsmith's own folder; runs use only that."""
     from streamsmith.spark import jars, stack
 

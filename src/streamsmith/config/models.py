@@ -146,23 +146,30 @@ class SourceSpec(StrictModel):
         "the file source option reference), Kafka's (see the Kafka option reference), or a "
         "plug-in's; an option the format does not take is an error",
     )
-    value_format: Literal["json", "avro"] = Field(
+    value_format: Literal["json", "avro", "protobuf"] = Field(
         default="json",
         description="Kafka: how values are encoded: json (parsed with the schema; "
-        "options.valueFormat=json decodes them at the source), or avro (decoded with "
-        "spark-avro's from_avro by value_schema, which then gives the records' schema); a "
-        "value that does not decode is quarantined with its raw bytes (base64)",
+        "options.valueFormat=json decodes them at the source), avro (decoded with "
+        "spark-avro's from_avro by value_schema, which then gives the records' schema) or "
+        "protobuf (decoded in Python by value_schema's message value_message); a value "
+        "that does not decode is quarantined with its raw bytes (base64)",
     )
     value_schema: str | None = Field(
         default=None,
-        description="Kafka, value_format: avro: the Avro schema file (.avsc, a record), "
-        "relative to the spec's folder",
+        description="Kafka, value_format: avro or protobuf: the Avro schema file (.avsc, a "
+        "record) or the Protobuf descriptor set (protoc --include_imports "
+        "--descriptor_set_out), relative to the spec's folder",
+    )
+    value_message: str | None = Field(
+        default=None,
+        description="Kafka, value_format: protobuf: the full name of the values' message "
+        "in value_schema, e.g. shop.Click",
     )
     value_wire_format: Literal["plain", "confluent"] = Field(
         default="plain",
-        description="Kafka, value_format: avro: plain Avro records, or the Confluent wire "
-        "format (a magic byte 0 and the 4-byte schema id before each record; a value "
-        "without them is quarantined)",
+        description="Kafka, value_format: avro or protobuf: plain records, or the Confluent "
+        "wire format (a magic byte 0 and the 4-byte schema id before each record, and for "
+        "Protobuf the message indexes; a value without them is quarantined)",
     )
     value_schema_id: int | None = Field(
         default=None,
@@ -242,35 +249,43 @@ class SourceSpec(StrictModel):
         return self.schema_evolution
 
     @property
-    def avro_values(self) -> bool:
-        """Whether the values are Avro records, decoded by ``value_schema``."""
-        return self.value_format == "avro"
+    def binary_values(self) -> bool:
+        """Whether the values are Avro or Protobuf records, decoded by ``value_schema``."""
+        return self.value_format in ("avro", "protobuf")
 
     def _fits_its_value_format(self) -> None:
-        if not self.avro_values:
-            given = [k for k in ("value_schema", "value_schema_id") if getattr(self, k) is not None]
+        keys = ("value_schema", "value_message", "value_schema_id")
+        if not self.binary_values:
+            given = [k for k in keys if getattr(self, k) is not None]
             if given or self.value_wire_format != "plain":
                 raise ValueError(
-                    f"{', '.join(given) or 'value_wire_format'} is for Avro values: set "
-                    "value_format: avro"
+                    f"{', '.join(given) or 'value_wire_format'} is for Avro or Protobuf "
+                    "values: set value_format: avro or protobuf"
                 )
             return
+        kind = self.value_format
         if self.format != "kafka":
-            raise ValueError("value_format: avro is for kafka sources")
+            raise ValueError(f"value_format: {kind} is for kafka sources")
         if self.value_schema is None:
+            file = ".avsc file" if kind == "avro" else "descriptor set (.desc)"
+            raise ValueError(f"value_format: {kind} needs value_schema, the {file} of the values")
+        if kind == "protobuf" and not self.value_message:
             raise ValueError(
-                "value_format: avro needs value_schema, the .avsc file of the values' schema"
+                "value_format: protobuf needs value_message, the full name of the values' "
+                "message in value_schema (e.g. shop.Click)"
             )
+        if kind == "avro" and self.value_message is not None:
+            raise ValueError("value_message is for value_format: protobuf")
         if self.record_schema is not None or self.variant or self.schema_evolution:
             raise ValueError(
-                "with value_format: avro the records' schema is value_schema's: remove "
+                f"with value_format: {kind} the records' schema is value_schema's: remove "
                 "schema (and variant, schema_evolution: they read JSON)"
             )
-        keys = {key.lower() for key in self.options}
-        if keys & {"valueformat", "valueschema", "columns"}:
+        keys_given = {key.lower() for key in self.options}
+        if keys_given & {"valueformat", "valueschema", "columns"}:
             raise ValueError(
                 "options.valueFormat/valueSchema decode JSON at the source: remove them with "
-                "value_format: avro"
+                f"value_format: {kind}"
             )
         if self.value_schema_id is not None and self.value_wire_format != "confluent":
             raise ValueError(

@@ -27,7 +27,6 @@ from streamsmith.config import (
     parse_trigger,
 )
 from streamsmith.errors import UserError
-from streamsmith.io.avro_values import load_value_schema
 from streamsmith.io.files import line_numbering
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
@@ -36,6 +35,7 @@ from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
 from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
+from streamsmith.io.value_formats import source_values
 from streamsmith.object_store import ObjectPath
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
@@ -572,12 +572,12 @@ def _record_schemas(app: App, spec: PipelineSpec) -> App:
     given: dict[str, StructType] = {}
     keys: dict[str, str] = {}  # the key that gave each source's schema
     for name, declared in spec.sources.items():
-        if declared.avro_values and declared.value_schema is not None:
-            # Avro values are decoded by their schema file whoever declared the flow:
+        if declared.binary_values and declared.value_schema is not None:
+            # Binary values are decoded by their schema file whoever declared the flow:
             # a flow that took them unparsed would see a malformed value as null fields.
             at = ("sources", name, "value_schema")
             where = f"sources.{name}.value_schema (in {spec.origin_of(at)})"
-            given[name] = load_value_schema(Path(declared.value_schema), where).struct
+            given[name] = source_values(declared, where).struct
             keys[name] = "value_schema"
             continue
         at = ("sources", name, "schema")

@@ -10,7 +10,9 @@ unions of different sources, broadcast joins with static tables, a watermark) fr
 Spark's Kafka connector to a Kafka sink, in update mode. Aggregations, windows,
 ``dropDuplicates`` and ``transformWithState`` need Spark 4.3; stream-stream joins, file
 sources, ``foreachBatch`` sinks (PostgreSQL, the lake, webhooks) and Python data sources
-(streamsmith's Kafka connector) are refused.
+(streamsmith's Kafka connector) are refused, and so are Protobuf values: they are
+decoded and encoded in Python with ``mapInArrow``, an operator (PythonMapInArrowExec)
+not in Spark's Real-time Mode allowlist.
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ def _refused_source(name: str, source: SourceSpec) -> str | None:
             f"source {name!r} is {source.format}: Real-time Mode reads Kafka only "
             "(through Spark's connector)"
         )
+    if source.value_format == "protobuf":
+        return (
+            f"source {name!r} has Protobuf values, which streamsmith decodes in Python "
+            "(mapInArrow), an operator Spark's Real-time Mode does not run: use "
+            "interval=<duration>"
+        )
     if source.connector == "python":
         return (
             f"source {name!r} reads with streamsmith's Python Kafka connector (a Python "
@@ -104,6 +112,11 @@ def _refused_sink(sink: Sink, output_mode: str) -> str | None:
         return (
             "its kafka sink writes with streamsmith's Python connector, which Real-time "
             "Mode cannot run: set connector: jvm or auto"
+        )
+    if getattr(sink.options, "value_format", "raw") == "protobuf":
+        return (
+            "its kafka sink encodes Protobuf values in Python (mapInArrow), an operator "
+            "Spark's Real-time Mode does not run: use interval=<duration>"
         )
     if getattr(sink.options, "value_format", "raw") == "avro":
         return (

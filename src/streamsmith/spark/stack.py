@@ -52,7 +52,9 @@ class Artifact:
 _SPARK_MINOR = ".".join(SPARK.split(".")[:2])
 
 # spark-protobuf is left out: the registry this project installs from serves no version
-# of it (probed 2026-11-26; docs/development.md).
+# of it (probed 2026-11-27; docs/development.md). Protobuf values are decoded and encoded
+# in Python instead (streamsmith.io.protobuf_values, mapInArrow): about half the rate of
+# Avro in the JVM (benchmarks/protobuf_decode.py), and not in Real-time Mode.
 # Added to the driver's classpath (and shipped to a cluster's executors) beside the jars
 # of the pyspark wheel; what the wheel already has is left out at resolution.
 SPARK_EXTRAS = (

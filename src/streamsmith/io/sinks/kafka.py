@@ -19,7 +19,6 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import ConfValue, SourceSpec
 from streamsmith.errors import UserError
-from streamsmith.io.avro_values import encode_avro_values, load_value_schema
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sinks.base import (
     ALL_MODES,
@@ -30,6 +29,7 @@ from streamsmith.io.sinks.base import (
     UpgradeRules,
 )
 from streamsmith.io.sources.kafka import jvm_kafka_available, read_kafka
+from streamsmith.io.value_formats import encode_values, load_values
 
 DEAD_LETTER_SUFFIX = ".dead-letter"
 TOPIC_COLUMN = "topic"  # a row's own topic, when the sink names none
@@ -43,22 +43,34 @@ class KafkaTopicOptions(SinkOptions):
     columns but key, topic, partition and headers become its value, encoded with
     ``to_avro`` by ``value_schema`` (an .avsc file from the spec's folder; without it,
     the schema Spark derives from the columns), framed in the Confluent wire format
-    when ``value_schema_id`` is set."""
+    when ``value_schema_id`` is set; ``value_format: protobuf``: the same columns become
+    fields of message ``value_message`` of the descriptor set ``value_schema``, encoded
+    in Python (a row that does not encode fails the batch, naming the field)."""
 
     topic: str
     connector: Literal["auto", "jvm", "python"] = "auto"
     options: dict[str, ConfValue] = Field(default_factory=dict)
     dead_letter_topic: str | None = None
-    value_format: Literal["raw", "avro"] = "raw"
+    value_format: Literal["raw", "avro", "protobuf"] = "raw"
     value_schema: str | None = None
+    value_message: str | None = None
     value_schema_id: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
-    def _avro_settings_need_avro(self) -> KafkaTopicOptions:
-        if self.value_format != "avro" and (
+    def _value_settings_fit_the_format(self) -> KafkaTopicOptions:
+        if self.value_format == "raw" and (
             self.value_schema is not None or self.value_schema_id is not None
         ):
-            raise ValueError("value_schema and value_schema_id are for value_format: avro")
+            raise ValueError(
+                "value_schema and value_schema_id are for value_format: avro or protobuf"
+            )
+        if (self.value_message is not None) != (self.value_format == "protobuf"):
+            raise ValueError(
+                "value_format: protobuf needs value_message (the full name of the values' "
+                "message), and only it takes one"
+            )
+        if self.value_format == "protobuf" and self.value_schema is None:
+            raise ValueError("value_format: protobuf needs value_schema, the descriptor set")
         return self
 
     @model_validator(mode="before")
@@ -73,7 +85,8 @@ class KafkaTopicOptions(SinkOptions):
 
 class KafkaTopicSink(Sink):
     """A Kafka topic; the flow's output has ``key`` and ``value`` columns (with
-    ``value_format: avro``, ``key`` and the columns the value's record holds)."""
+    ``value_format: avro`` or ``protobuf``, ``key`` and the columns the value's record
+    holds)."""
 
     format: ClassVar[str] = "kafka"
     kind: ClassVar[str] = "topic"
@@ -98,7 +111,12 @@ class KafkaTopicSink(Sink):
         self.value_schema = (
             None
             if options.value_schema is None
-            else load_value_schema(Path(options.value_schema), f"{where}.value_schema")
+            else load_values(
+                options.value_format,
+                Path(options.value_schema),
+                options.value_message,
+                f"{where}.value_schema",
+            )
         )
 
     def describe(self) -> str:
@@ -122,8 +140,8 @@ class KafkaTopicSink(Sink):
 
             register_kafka_source(spark)
         fmt = "kafka" if spark_connector else SOURCE_NAME
-        if self.options.value_format == "avro":
-            frame = encode_avro_values(frame, self.value_schema, self.options.value_schema_id)
+        if self.options.value_format != "raw":
+            frame = encode_values(frame, self.value_schema, self.options.value_schema_id)
         settings = {key: _option(value) for key, value in self.settings.items()}
         if not (query.trigger.real_time and TOPIC_COLUMN in frame.columns):
             settings["topic"] = self.target  # else each row names its topic (dead letters)
@@ -148,9 +166,10 @@ class KafkaTopicSink(Sink):
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         """The topic as its current value per key (the newest record), keys and values
         as strings."""
-        if self.options.value_format == "avro":
+        if self.options.value_format != "raw":
             raise UserError(
-                f"kafka topic {self.target} holds Avro values, which reading a sink back "
+                f"kafka topic {self.target} holds {self.options.value_format} values, which "
+                "reading a sink back "
                 "(streamsmith.testing's prefix integrity) does not decode yet"
             )
         options = {**self.settings, "subscribe": self.target, "startingOffsets": "earliest"}

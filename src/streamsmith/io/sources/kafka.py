@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -14,9 +13,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from streamsmith.config import ConfValue, SourceSpec, masked_options
-from streamsmith.io.avro_values import decode_avro_values, load_value_schema, raw_bytes
+from streamsmith.io.avro_values import raw_bytes
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
+from streamsmith.io.value_formats import decode_values
 from streamsmith.spark import jvm
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR, SOURCE_FILE, SOURCE_MS
 
@@ -47,11 +47,13 @@ class KafkaSource(Source):
         shown = masked_options(self.spec.options)  # never a password or JAAS config
         options = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
         values = ""
-        if self.spec.avro_values:
+        if self.spec.binary_values:
             framing: str = self.spec.value_wire_format
             if self.spec.value_schema_id is not None:
                 framing += f", schema id {self.spec.value_schema_id}"
-            values = f"; Avro values by {self.spec.value_schema} ({framing})"
+            kind = "Avro" if self.spec.value_format == "avro" else "Protobuf"
+            message = f" {self.spec.value_message} of" if self.spec.value_message else ""
+            values = f"; {kind} values by{message} {self.spec.value_schema} ({framing})"
         return f"kafka (connector {self.spec.connector}; {options}{values})"
 
     def identity(self) -> str:
@@ -139,14 +141,14 @@ def read_kafka(
             SOURCE_FILE
         ),
         F.col("offset").cast("string").alias(POSITION),
-        (raw_bytes(F.col("value")) if spec.avro_values else F.col("value").cast("string")).alias(
+        (raw_bytes(F.col("value")) if spec.binary_values else F.col("value").cast("string")).alias(
             RAW
         ),
         error.alias(READ_ERROR),
         F.unix_millis(F.col("timestamp")).alias(SOURCE_MS),
     )
-    if spec.avro_values:
-        return _avro_decoded(with_lineage, spec)
+    if spec.binary_values:
+        return decode_values(with_lineage, spec)
     if "json" not in frame.columns:
         return with_lineage
     fields = frame.schema["json"].dataType.fields  # type: ignore[attr-defined]
@@ -155,15 +157,6 @@ def read_kafka(
         return with_lineage.drop(_READ_JSON)
     flat = [_decoded_field(frame, field) for field in fields]
     return with_lineage.select("*", *flat).drop(_READ_JSON)
-
-
-def _avro_decoded(records: DataFrame, spec: SourceSpec) -> DataFrame:
-    """Kafka records whose Avro values are decoded into top-level columns
-    (``value_format: avro``; see ``streamsmith.io.avro_values``)."""
-    assert spec.value_schema is not None  # the spec model holds the two together
-    schema = load_value_schema(Path(spec.value_schema), "value_schema")
-    confluent = spec.value_wire_format == "confluent"
-    return decode_avro_values(records, schema, confluent=confluent, schema_id=spec.value_schema_id)
 
 
 # A pruned read's own ``json`` struct, beside the whole-shaped one, while fields are

@@ -362,13 +362,21 @@ def _flow(
         )
     rule = flow.event_time
     column = rule.column if rule is not None else None
-    if column is not None and schema is not None and column not in schema.fieldNames():
+    # A Kafka record's own columns kept beside the fields (a timestamp as event time).
+    fields = schema.fieldNames() if schema is not None else []
+    if clash := [name for name in source.kafka_columns if name in fields]:
+        raise UserError(
+            f"{where}: sources.{flow.source}.kafka_columns: {', '.join(clash)} is also a "
+            "field of the record; rename the field in the schema or leave the column out"
+        )
+    readable = [*fields, *source.kafka_columns]
+    if column is not None and schema is not None and column not in readable:
         raise UserError(
             f"{where}.event_time.column: {column!r} is not a field of source "
-            f"{flow.source!r} (its fields: {', '.join(schema.fieldNames())})"
+            f"{flow.source!r} (its fields: {', '.join(readable)})"
         )
     required = (*source.required, *event_times)
-    unknown = [field for field in required if schema is not None and field not in schema.names]
+    unknown = [field for field in required if schema is not None and field not in readable]
     if unknown:
         raise UserError(
             f"{where}: field(s) {', '.join(unknown)} (required, or the event time of a flow "

@@ -110,7 +110,7 @@ def test_real_time_flow_filters_enriches_and_routes_rejects_to_the_dead_letter_t
     }
     reasons = {raw: d["reason"] for raw, d in dead.items()}
     assert reasons == {
-        "{not json": "missing or invalid field id",  # as the micro-batch parser says it
+        "{not json": "malformed JSON value",  # as the micro-batch parser says it
         '{"id": "c-anon", "ms": 5}': "expectation known_user failed",
         '{"user": "u1"}': "missing or invalid field id",
     }

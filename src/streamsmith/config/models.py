@@ -74,6 +74,12 @@ STOPPING = ("add_new_columns", "fail_on_new_columns")
 TAGGING = (*STOPPING, "none")
 
 
+# The columns of Spark's Kafka source a flow may keep beside a record's fields.
+KafkaColumn = Literal[
+    "key", "topic", "partition", "offset", "timestamp", "timestampType", "headers"
+]
+
+
 def parser_options(
     evolution: str | None,
     variant: str | None,
@@ -145,6 +151,12 @@ class SourceSpec(StrictModel):
         description="reader options: a file format's (timestampFormat, dateFormat, ...: see "
         "the file source option reference), Kafka's (see the Kafka option reference), or a "
         "plug-in's; an option the format does not take is an error",
+    )
+    kafka_columns: tuple[KafkaColumn, ...] = Field(
+        default=(),
+        description="Kafka: the record's own columns a flow reads beside the value's fields "
+        "(key, topic, partition, offset, timestamp, timestampType, headers), as Spark's "
+        "Kafka source names them; e.g. timestamp as the event time",
     )
     value_format: Literal["json", "avro", "protobuf"] = Field(
         default="json",
@@ -238,7 +250,8 @@ class SourceSpec(StrictModel):
     def parser_options(self) -> dict[str, Any]:
         """The keyword arguments of the parser that reads this source's records."""
         reader = self.options if self.is_file_source else None
-        return parser_options(self.evolution, self.variant, reader)
+        options = parser_options(self.evolution, self.variant, reader)
+        return {**options, "keep": self.kafka_columns} if self.kafka_columns else options
 
     @property
     def evolution(self) -> str | None:
@@ -296,6 +309,8 @@ class SourceSpec(StrictModel):
     @model_validator(mode="after")
     def _fits_its_format(self) -> SourceSpec:
         self._fits_its_value_format()
+        if self.kafka_columns and self.format != "kafka":
+            raise ValueError("kafka_columns are a Kafka record's: set format: kafka")
         if self.schema_hints is not None and self.record_schema != INFER:
             raise ValueError("schema_hints go with schema: infer (a DDL schema says every type)")
         json_values = self.format == "jsonl" or (

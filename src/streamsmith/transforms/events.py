@@ -16,6 +16,12 @@ from pyspark.sql.types import ArrayType, MapType, StringType, StructType, Varian
 
 from streamsmith.config import parse_duration
 from streamsmith.errors import NEW_FIELDS_MARK
+from streamsmith.transforms.json_reasons import (
+    CORRUPT_MARK,
+    MALFORMED_VALUE,
+    rejected_json_reason,
+    with_corrupt_mark,
+)
 from streamsmith.transforms.quarantine import (
     NEW_FIELDS,
     POSITION,
@@ -34,6 +40,7 @@ _TEXT = "_value_text"  # a record's JSON text, parsed here
 _MEMBERS = MapType(StringType(), VariantType())
 _MEMBERS_DDL = _MEMBERS.simpleString()  # from_json takes a map type as DDL (typed so)
 NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
+EMPTY_VALUE = "empty value: no JSON record (a Kafka tombstone?)"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 
@@ -50,6 +57,7 @@ class RecordParser:
     evolve: bool = False
     variant: str | None = None
     json_options: tuple[tuple[str, str], ...] = ()  # timestampFormat, ...: from_json's
+    keep: tuple[str, ...] = ()  # the source's own columns kept (a Kafka record's timestamp)
 
     def __call__(self, source: DataFrame) -> DataFrame:
         return parse_events(
@@ -60,6 +68,7 @@ class RecordParser:
             evolve=self.evolve,
             variant=self.variant,
             json_options=dict(self.json_options),
+            keep=self.keep,
         )
 
 
@@ -73,6 +82,7 @@ def parse_events(
     evolve: bool = False,
     variant: str | None = None,
     json_options: Mapping[str, str] | None = None,
+    keep: Sequence[str] = (),
 ) -> DataFrame:
     """Typed events from a source frame, tagged for quarantine.
 
@@ -91,10 +101,16 @@ def parse_events(
     (``_new_fields``), for :func:`stop_on_new_fields` or to be counted. ``variant`` names
     a ``VARIANT`` column holding the whole record (``variant_get`` reads any field of it,
     whatever the schema says), beside the typed columns. ``json_options`` are
-    ``from_json``'s (a file source's ``timestampFormat``, ...).
+    ``from_json``'s (a file source's ``timestampFormat``, ...). ``keep`` names columns of
+    the source itself (a Kafka record's ``timestamp``, ``key``...) kept beside the fields.
     """
     rescue = rescue or evolve
     names = schema.fieldNames()
+    if clash := [name for name in keep if name in names]:
+        raise ValueError(
+            f"kafka_columns {', '.join(clash)}: the record has a field of that name too; "
+            "rename the field in the schema or leave the column out"
+        )
     if all(name in source.columns for name in names) and not rescue and variant is None:
         parsed = source
     else:  # the JSON text, under a name no record field takes (a field may be "key")
@@ -103,7 +119,17 @@ def parse_events(
         value = F.col(_TEXT)
         not_utf8 = F.when(~F.is_valid_utf8(value), F.lit(NOT_UTF8))  # tables hold UTF-8
         text = text.withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), not_utf8))
-        parsed = text.withColumn("_event", F.from_json(value, schema, dict(json_options or {})))
+        if rescue or variant is not None:  # the members say what did not fit
+            parsed = text.withColumn("_event", F.from_json(value, schema, dict(json_options or {})))
+        else:  # a value that does not parse whole is rejected, saying why, never nulls
+            marked, parse = with_corrupt_mark(schema, json_options)
+            reason = rejected_json_reason(value, schema, json_options, MALFORMED_VALUE)
+            parsed = text.withColumn("_event", F.from_json(value, marked, parse))
+            event = F.col("_event")
+            corrupt = F.when(event.isNull(), F.lit(EMPTY_VALUE)).when(
+                event[CORRUPT_MARK].isNotNull(), reason
+            )
+            parsed = parsed.withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), corrupt))
         if rescue or variant is not None:  # the record as a map of its members too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
             parsed = parsed.withColumn(_FIELDS, F.from_json(value, _MEMBERS_DDL)).withColumn(
@@ -121,7 +147,8 @@ def parse_events(
         rescued.append(_new_fields(schema, source.columns).alias(NEW_FIELDS))
     if variant is not None:
         rescued.append(F.try_parse_json(F.col(_TEXT)).alias(variant))
-    return parsed.select(*names, *rescued, *tags).withColumn(REJECT_REASON, first_failure(*checks))
+    events = parsed.select(*names, *keep, *rescued, *tags)
+    return events.withColumn(REJECT_REASON, first_failure(*checks))
 
 
 def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:

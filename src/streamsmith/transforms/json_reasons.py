@@ -27,7 +27,9 @@ from pyspark.sql.types import (
 )
 
 MALFORMED_LINE = "malformed JSON line"
+MALFORMED_VALUE = "malformed JSON value"
 _CORRUPT = "_corrupt_record"
+CORRUPT_MARK = "_streamsmith_corrupt"  # a name no record field takes
 _MEMBERS = MapType(StringType(), VariantType()).simpleString()
 # The option giving each temporal type's format, and what Spark expects without it.
 _FORMATS: dict[type[DataType], tuple[str, str]] = {
@@ -38,7 +40,10 @@ _FORMATS: dict[type[DataType], tuple[str, str]] = {
 
 
 def rejected_json_reason(
-    line: Column, schema: StructType, options: Mapping[str, str] | None = None
+    line: Column,
+    schema: StructType,
+    options: Mapping[str, str] | None = None,
+    malformed: str = MALFORMED_LINE,
 ) -> Column:
     """Why ``line``, marked corrupt when parsed with ``schema`` and ``options``, was: the
     first field (in schema order) whose value does not convert, as ``field delay: "n/a"
@@ -50,9 +55,20 @@ def rejected_json_reason(
         F.when(_field_fails(line, field, options), _field_reason(members, field, given))
         for field in schema.fields
     ]
-    return F.when(members.isNull(), F.lit(MALFORMED_LINE)).otherwise(
-        F.coalesce(*field_reasons, F.lit(MALFORMED_LINE))
+    return F.when(members.isNull(), F.lit(malformed)).otherwise(
+        F.coalesce(*field_reasons, F.lit(malformed))
     )
+
+
+def with_corrupt_mark(
+    schema: StructType, options: Mapping[str, str] | None
+) -> tuple[StructType, dict[str, str]]:
+    """``schema`` and ``from_json`` options that mark a record that does not parse whole
+    (not JSON, not an object, a value of the wrong type) in :data:`CORRUPT_MARK`, where
+    Spark's default would give it null fields, as if they were missing."""
+    marked = StructType([*schema.fields, StructField(CORRUPT_MARK, StringType())])
+    parse = {**(options or {}), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_MARK}
+    return marked, parse
 
 
 def _field_fails(line: Column, field: StructField, options: Mapping[str, str] | None) -> Column:

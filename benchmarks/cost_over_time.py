@@ -324,10 +324,25 @@ def catch_up_once(root: Path, events: int, sets: list[str]) -> list[tuple[float,
     chunks = str(max(10, events // 200_000))  # files of ~50 MB at most
     subprocess.run(cli(root, "generate", "ysb", "--events", str(events), "--chunks", chunks),
                    check=True, capture_output=True)  # fmt: skip
-    return [
+    measured = [
         timed_peak(cli(root, "run", "ysb", "--trigger", "available-now", sets=sets), root),
         timed_peak(cli(root, "backfill", "ysb", sets=sets), root),
     ]
+    read = records_read(root)
+    if read != [events, events]:  # the catch-up's, then the backfill's
+        raise SystemExit(f"{events:,} events generated, but the runs read {read}")
+    return measured
+
+
+def records_read(root: Path) -> list[int]:
+    """The records each finished run read, from the event log, in order."""
+    finished = []
+    for path in sorted((root / "_monitor" / "events").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if '"run_finished"' in line:
+                event = json.loads(line)
+                finished.append((event["time"], int(event["input_rows"])))
+    return [rows for _, rows in sorted(finished)]
 
 
 def timed_peak(command: list[str], root: Path) -> tuple[float, float]:

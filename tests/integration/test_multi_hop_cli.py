@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from deltalake import DeltaTable
 
 from hops import BIG_ORDERS, BIG_TOTALS, SPEC, TOTALS, deliver, write_project
@@ -59,6 +60,7 @@ def test_dry_run_draws_the_graph_and_rejects_a_cycle(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.deep
 def test_one_catch_up_carries_raw_files_to_gold_and_a_middle_refresh_rebuilds_downstream(
     tmp_path: Path,
 ) -> None:

@@ -41,6 +41,7 @@ def assert_tables(spark: SparkSession, root: Path, feed: list[dict[str, Any]]) -
     assert rows(spark, table_path(root, "customer_history")) == scd2(feed)
 
 
+@pytest.mark.deep
 def test_catch_ups_over_random_cuts_give_the_tables_of_the_whole_feed(
     spark: SparkSession, tmp_path: Path
 ) -> None:

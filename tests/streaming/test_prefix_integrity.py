@@ -43,6 +43,7 @@ def postgres_env(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
 KNOBS = Knobs(out_of_order=0.1, late=0.05, too_late=0.02, corrupt=0.02)
 
 
+@pytest.mark.deep
 def test_signals_flows_equal_the_batch_result_for_every_split(
     spark: SparkSession, tmp_path: Path, postgres_env: str
 ) -> None:

@@ -255,6 +255,7 @@ def test_a_dead_webhook_never_stops_the_stream_and_its_failures_are_recorded(
     assert all(r.attempts == 2 and "refused" in r.error and r.batch_id == 0 for r in rows), rows
 
 
+@pytest.mark.deep
 def test_the_demo_raises_each_incident_once_and_train_runs_from_the_cli(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ scheduler's cron and after-run maintenance: ``test_scheduler_loop``.)"""
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,35 @@ def test_keep_rejected_expires_old_quarantine_rows_and_the_flow_runs_on(
     catch_up(spark, tmp_path)  # a restart after the cleanup: nothing lost, nothing again
     assert rows(root / "tables/orders") == [("o1", "ann", 10), ("o2", "bob", 5)]
     assert raw_rows(root / "tables/orders_quarantine") == ["{broken"]
+
+
+def test_log_retain_bounds_the_delta_log_and_time_travel_within_retain_still_answers(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``maintenance.log_retain`` goes into the table at vacuum; Spark's next Delta
+    checkpoint then deletes the commits older than it, and the table and its versions
+    within ``retain`` still read."""
+    table = tmp_path / "t"
+    for batch in range(12):  # versions 0-11, Delta's checkpoint at 10
+        spark.range(batch * 10, batch * 10 + 10).write.format("delta").mode("append").save(
+            str(table)
+        )
+    log_dir = table / "_delta_log"
+    old = (datetime.now(UTC) - timedelta(hours=3)).timestamp()
+    for file in log_dir.iterdir():  # as if written three hours ago
+        os.utime(file, (old, old))
+    task = TableMaintenance(table="t", path=table, flow="f", query="a.f", optimize=None,
+                            vacuum="0 4 * * *", retain_hours=1, log_retain_hours=2)  # fmt: skip
+    events = maintenance.maintain(task, ("vacuum",), tmp_path, lambda e: e, "now")
+    assert events[0]["properties_set"] == {
+        "delta.deletedFileRetentionDuration": "interval 1 hours",
+        "delta.logRetentionDuration": "interval 2 hours",
+    }  # version 12
+    for batch in range(12, 20):  # versions 13-20: Spark's checkpoint at 20 cleans the log
+        spark.range(batch * 10, batch * 10 + 10).write.format("delta").mode("append").save(
+            str(table)
+        )
+    commits = sorted(int(f.name[:20]) for f in log_dir.glob("*.json"))
+    assert commits[0] >= 10 and commits[-1] == 20  # the three-hour-old commits are gone
+    assert spark.read.format("delta").load(str(table)).count() == 200
+    assert spark.read.format("delta").option("versionAsOf", 15).load(str(table)).count() == 150

@@ -141,3 +141,22 @@ def test_keep_rejected_expires_the_quarantine_with_vacuum_and_never_under_a_stre
         plan_of(tmp_path, "maintenance.keep_rejected=30 days", document=document)
     document["sources"]["rejects"]["options"] = {"ignoreDeletes": "true"}
     plan_of(tmp_path, "maintenance.keep_rejected=30 days", document=document)
+
+
+def test_log_retain_reaches_every_table_and_never_undercuts_retain(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, "maintenance.log_retain=3 days")
+    tasks = {task.table: task for flow in plan.flows for task in flow.maintenance}
+    assert {name: task.log_retain_hours for name, task in tasks.items()} == {
+        "orders": 72, "orders_quarantine": 72, "totals": 72
+    }  # fmt: skip
+    assert all(task.log_retain_hours is None for task in plan_of(tmp_path).flows[0].maintenance)
+    with pytest.raises(UserError) as raised:
+        plan_of(tmp_path, "maintenance.log_retain=1 day")  # retain is 2 days
+    assert str(raised.value).startswith("maintenance.log_retain (in ") and str(
+        raised.value
+    ).endswith(
+        "1 day is shorter than retain (2 days): time travel within retain reads the log of "
+        "those versions"
+    )
+    with pytest.raises(UserError, match="whole hours"):
+        plan_of(tmp_path, "maintenance.log_retain=30 minutes")

@@ -68,6 +68,13 @@ class MaintenanceSpec(StrictModel):
         description="the size OPTIMIZE aims for per file (default: the table's "
         "delta.targetFileSize, else 100 MB)",
     )
+    log_retain: Annotated[str, AfterValidator(_whole_hours)] | None = Field(
+        default=None,
+        description="how long each table's Delta log keeps a version's commit (whole "
+        "hours, at least retain), written into the table as delta.logRetentionDuration at "
+        "each vacuum; Delta deletes older commits at its checkpoints; default: Delta's 30 "
+        "days (a stream stopped for longer can no longer resume on the table)",
+    )
     keep_rejected: Annotated[str, AfterValidator(_whole_hours)] | None = Field(
         default=None,
         description="delete the quarantine's and late-events tables' rows written longer "
@@ -78,6 +85,12 @@ class MaintenanceSpec(StrictModel):
     @property
     def retain_hours(self) -> int:
         return int(parse_duration(self.retain) // 3600)
+
+    @property
+    def log_retain_hours(self) -> int | None:
+        if self.log_retain is None:
+            return None
+        return int(parse_duration(self.log_retain) // 3600)
 
     @property
     def keep_rejected_hours(self) -> int | None:

@@ -55,14 +55,17 @@ def interval_hours(hours: int) -> str:
     return f"interval {hours} hours"
 
 
-def declare_retention(path: Path, hours: int) -> dict[str, str]:
-    """Make ``hours`` the table's ``delta.deletedFileRetentionDuration`` (and its log's
-    retention at least as long, so time travel within it finds the log); returns the
+def declare_retention(path: Path, hours: int, log_hours: int | None = None) -> dict[str, str]:
+    """Make ``hours`` the table's ``delta.deletedFileRetentionDuration`` and ``log_hours``
+    its ``delta.logRetentionDuration`` (None: leave Delta's, unless shorter than
+    ``hours``: time travel within ``hours`` reads the log of those versions); returns the
     properties it changed (none: no commit)."""
     table = _table(path)
     current = table.metadata().configuration
     wanted = {RETENTION_PROPERTY: interval_hours(hours)}
-    if hours > _hours(current.get(LOG_RETENTION_PROPERTY), DEFAULT_LOG_RETENTION_HOURS):
+    if log_hours is not None:
+        wanted[LOG_RETENTION_PROPERTY] = interval_hours(max(hours, log_hours))
+    elif hours > _hours(current.get(LOG_RETENTION_PROPERTY), DEFAULT_LOG_RETENTION_HOURS):
         wanted[LOG_RETENTION_PROPERTY] = interval_hours(hours)
     changed = {key: value for key, value in wanted.items() if current.get(key) != value}
     if changed:

@@ -59,6 +59,7 @@ class TableMaintenance:
     retain_hours: int
     target_file_mb: int | None = None
     expire_hours: int | None = None  # a quarantine or late table: rows older are deleted
+    log_retain_hours: int | None = None  # the Delta log's retention (None: Delta's own)
 
     def when(self, operation: Operation) -> str | None:
         if operation == "expire":  # with vacuum, when rows expire at all
@@ -105,6 +106,17 @@ def plan_tables(
             f"{where}: keep_rejected deletes old quarantine and late rows when vacuum runs: "
             'set vacuum too (a cron such as "0 3 * * *", or after_run)'
         )
+    if merged.log_retain_hours is not None and merged.log_retain_hours < merged.retain_hours:
+        at = (
+            ("flows", flow, "maintenance")
+            if own and "log_retain" in own.model_fields_set
+            else ("maintenance",)
+        )
+        raise UserError(
+            f"{'.'.join(at)}.log_retain (in {spec.origin_of(at)}): {merged.log_retain} is "
+            f"shorter than retain ({merged.retain}): time travel within retain reads the log "
+            "of those versions"
+        )
     delta = [(name, path, role) for name, path, table_format, role in tables
              if table_format == "delta"]  # fmt: skip
     if own is not None and not delta:
@@ -129,6 +141,7 @@ def plan_tables(
             retain_hours=merged.retain_hours,
             target_file_mb=merged.target_file_mb,
             expire_hours=merged.keep_rejected_hours if role in REJECTED_ROLES else None,
+            log_retain_hours=merged.log_retain_hours,
         )
         for name, path, role in delta
     )
@@ -321,7 +334,9 @@ def _expire(task: TableMaintenance, now: datetime) -> dict[str, Any]:
 
 
 def _vacuum(task: TableMaintenance, root: Path) -> dict[str, Any]:
-    declared = delta_maintenance.declare_retention(task.path, task.retain_hours)
+    declared = delta_maintenance.declare_retention(
+        task.path, task.retain_hours, task.log_retain_hours
+    )
     latest = delta_maintenance.latest_version(task.path)
     streams = stream_positions(root, delta_maintenance.table_id(task.path))
     behind = [stream for stream in streams if stream.version <= latest]

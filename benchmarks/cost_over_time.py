@@ -11,9 +11,11 @@ the run's memory (the Python driver's and the JVM's resident set, and the heap i
 from ``jstat``), the size and file count of the checkpoints (offsets, commits, sources,
 state), of the table's Delta log (``_delta_log``) and of the event log, the
 table's data files, the median micro-batch time over the last samples (from the event
-log), then stops the run (SIGTERM, graceful), times ``status``, ``checkpoint show`` and
-a ``query``, and times a fresh ``streamsmith run`` from its start to the commit of its
-next batch on the same checkpoint (the run measured is that one from then on).
+log), the files left in the input folder (Spark lists them at every trigger: with
+``--set sources.ads.archive=archive/ysb`` the read ones move out), then stops the run
+(SIGTERM, graceful), times ``status``, ``checkpoint show`` and a ``query``, and times
+a fresh ``streamsmith run`` from its start to the commit of its next batch on the same
+checkpoint (the run measured is that one from then on).
 
 ``catch-up``: ``streamsmith generate ysb`` at ``--base-events`` times each of
 ``--sizes``, then per size one ``streamsmith run ysb --trigger available-now`` and one
@@ -51,6 +53,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 SPAN_S = 2.0  # event time covered by one file
 TABLE_QUERY = "ysb.campaign_windows"
 LATE_PER_FILE = 2  # events a minute older than the file's: behind the 10-second watermark
+ARCHIVE = "archive/ysb"  # where a run with --set sources.ads.archive=archive/ysb moves them
 
 
 def main() -> None:
@@ -217,7 +220,8 @@ def batch_ms(root: Path, batches: int) -> float:
 def run_many(root: Path, args: argparse.Namespace) -> None:
     inbox = root / "input" / "ysb"
     campaigns = ysb_campaigns()
-    number = len(list(inbox.glob("ysb-*.json")))  # files dropped by an earlier sitting
+    # Files dropped by an earlier sitting, archived (sources.ads.archive) or not yet.
+    number = sum(len(list(folder.glob("ysb-*.json"))) for folder in (inbox, root / ARCHIVE))
     if not number:
         subprocess.run(cli(root, "generate", "ysb", "--events", "1", "--to", str(root / "seed")),
                        check=True, capture_output=True)  # the campaigns table  # fmt: skip
@@ -231,7 +235,7 @@ def run_many(root: Path, args: argparse.Namespace) -> None:
               f"{'files':>6} {'offsets':>7} {'commits':>7} {'state':>6} {'srclog KB':>9} "
               f"{'deltalog KB':>11} {'files':>5} {'events MB':>9} {'files':>5} {'table':>6} "
               f"{'batch ms':>8} {'restart s':>9} {'status':>6} {'ckpt show':>9} "
-              f"{'query':>6} {'load':>5}")  # fmt: skip
+              f"{'query':>6} {'inbox':>6} {'load':>5}")  # fmt: skip
     print(f"ysb, {args.events} events a batch, trigger {args.trigger}, sets {args.sets}")
     print(header, flush=True)
     try:
@@ -270,6 +274,7 @@ def sample(
     sink_log = tree(table / "_delta_log")
     events = tree(root / "_monitor" / "events")
     data_files = len(list(table.glob("*.parquet")))
+    unread = len(list(inbox.glob("ysb-*.json")))  # what the source lists at each trigger
     median_ms = batch_ms(root, args.every // 2)
     load = os.getloadavg()[1]  # the machine's, over 5 minutes: other work slows batches
     stop(run)  # its last batches (the watermark's) may commit as it stops
@@ -286,7 +291,7 @@ def sample(
           f"{all_checkpoints[0]:>8.1f} {all_checkpoints[1]:>6} {parts[0]:>7} {parts[1]:>7} "
           f"{parts[2]:>6} {sources_kb:>9.0f} {sink_log[0] * 1024:>11.0f} {sink_log[1]:>5} "
           f"{events[0]:>9.2f} {events[1]:>5} {data_files:>6} {median_ms:>8.0f} "
-          f"{restart:>9.1f} {status:>6.2f} {show:>9.2f} {query:>6.2f} {load:>5.1f}",
+          f"{restart:>9.1f} {status:>6.2f} {show:>9.2f} {query:>6.2f} {unread:>6} {load:>5.1f}",
           flush=True)  # fmt: skip
     return run
 

@@ -136,6 +136,14 @@ class SourceSpec(StrictModel):
         description="with max_files_per_trigger: adaptive batches between the two",
     )
     latest_first: bool = Field(default=False, description="read the newest files first")
+    archive: str | None = Field(
+        default=None,
+        description="directory (relative to storage_root) a file moves to, keeping its path "
+        "below path, once every flow reading this source has committed it (its table's, "
+        "quarantine's and late events' queries): Spark lists path at every trigger, so "
+        "path then holds only the unread input; backfill reads both (local files; not "
+        "parquet tables); default: files stay",
+    )
     compression: Literal["none", "gzip"] = Field(
         default="none",
         description="gzip: files may be gzipped (told by their first bytes) and are decoded "
@@ -309,6 +317,10 @@ class SourceSpec(StrictModel):
     @model_validator(mode="after")
     def _fits_its_format(self) -> SourceSpec:
         self._fits_its_value_format()
+        if self.archive is not None and not (self.is_file_source and self.format != "parquet"):
+            raise ValueError(
+                "archive moves a file source's files once read: json, jsonl, csv or text"
+            )
         if self.kafka_columns and self.format != "kafka":
             raise ValueError("kafka_columns are a Kafka record's: set format: kafka")
         if self.schema_hints is not None and self.record_schema != INFER:
@@ -881,6 +893,15 @@ class PipelineSpec(StrictModel):
         if not extra:
             return self.spark
         return self.spark.model_copy(update={"conf": {**extra, **self.spark.conf}})
+
+    def archive_path(self, source: str) -> Path | None:
+        """Absolute archive directory of a file source (relative: under the storage
+        root); None without ``archive``."""
+        configured = self.sources[source].archive
+        if not configured:
+            return None
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else self.root / path
 
     def source_path(self, source: str) -> Path | None:
         """Absolute input directory of a file source (relative paths are under the storage

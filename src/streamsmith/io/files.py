@@ -14,7 +14,7 @@ becomes one quarantined row naming the file and the decoder's error.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache, partial
 from typing import cast
 
@@ -96,18 +96,27 @@ def read_files(
     schema: StructType | None,
     *,
     streaming: bool,
+    more: Sequence[str] = (),
 ) -> DataFrame:
-    """Read a file source as a stream or as a batch, with the app's explicit schema.
+    """Read a file source as a stream or as a batch, with the app's explicit schema;
+    a batch reads the folders ``more`` too (the source's archive).
 
     ``schema`` is the record schema for ``jsonl`` and ``csv`` and is ignored for ``json``
     documents (the app parses them) and ``text`` (one ``value`` string per line).
     """
     base: Reader = spark.readStream if streaming else spark.read
+
+    def load(configured: Reader) -> DataFrame:
+        if more:
+            assert isinstance(configured, DataFrameReader), "a stream reads one folder"
+            return configured.load([path, *more])
+        return configured.load(path)
+
     reader = _with_common_options(base, spec, streaming)
     for key, value in spec.options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     if spec.format == "json":
-        frame = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(path)
+        frame = load(reader.format("binaryFile").schema(BINARY_FILE_SCHEMA))
         decoded = _document_decoder()(F.col("content"))
         return frame.select(
             F.col("path").alias(SOURCE_FILE),
@@ -115,7 +124,7 @@ def read_files(
             decoded["error"].alias(READ_ERROR),
         )
     if spec.decodes_files:  # gzipped or not, damage quarantined: see decode_lines
-        frame = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(path)
+        frame = load(reader.format("binaryFile").schema(BINARY_FILE_SCHEMA))
         lines = _line_decoder(spec.format == "jsonl")(F.col("content"))
         line = F.col("_line")
         return frame.select(
@@ -130,7 +139,7 @@ def read_files(
     # JSON lines whose schema may not hold everything (schema evolution) or whose whole
     # record is kept (a variant column) are parsed by the flow from the whole line.
     if spec.format == "text" or (spec.format == "jsonl" and spec.reads_raw_json):
-        frame = reader.format("text").load(path)
+        frame = load(reader.format("text"))
         return frame.select(
             F.col("value"),
             F.col("_metadata.file_path").alias(SOURCE_FILE),
@@ -141,7 +150,7 @@ def read_files(
     if schema is None:
         raise ValueError(f"a {spec.format} source needs the app's record schema")
     if spec.format == "parquet":
-        frame = reader.format("parquet").schema(schema).load(path)
+        frame = load(reader.format("parquet").schema(schema))
         data = [F.col(field.name) for field in schema.fields]
         return frame.select(
             *data,
@@ -150,12 +159,11 @@ def read_files(
             F.lit(None).cast("string").alias(READ_ERROR),
         )
     with_corrupt = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
-    frame = (
+    frame = load(
         reader.format("json" if spec.format == "jsonl" else "csv")
         .schema(with_corrupt)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", _CORRUPT)
-        .load(path)
     )
     data = [F.col(field.name) for field in schema.fields]
     # _raw of a parsed row is the row as JSON, so a later check can quarantine it with a

@@ -39,6 +39,7 @@ from streamsmith.io.value_formats import source_values
 from streamsmith.object_store import ObjectPath
 from streamsmith.runtime.app import App, EventTime, FlowDefinition, StreamInput
 from streamsmith.runtime.graph import check_table_reads, dependency_order
+from streamsmith.runtime.input_archive import SourceArchive, check_archive, reader_flows
 from streamsmith.runtime.late import late_table
 from streamsmith.runtime.maintenance import (
     TableMaintenance,
@@ -176,6 +177,7 @@ class Plan:
     flows: tuple[FlowPlan, ...]
     warnings: tuple[str, ...] = ()
     views: tuple[ViewPlan, ...] = ()  # materialized views, in dependency order
+    archives: tuple[SourceArchive, ...] = ()  # file sources moved out once read
 
     @property
     def outputs(self) -> tuple[Output, ...]:
@@ -319,7 +321,8 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     check_table_reads(spec)
     flows = _shared_reads(app.name, flows)
     views = _views(spec, flows)
-    plan = Plan(app, spec, root, tuple(flows), tuple(warnings), views)
+    archives = _archives(spec, app.name, flows)
+    plan = Plan(app, spec, root, tuple(flows), tuple(warnings), views, archives)
     _check_maintenance(plan)
     if plan.maintenance_crons and not plan.stays_up:
         tables = ", ".join(sorted({t.table for ts in plan.maintenance_crons.values() for t in ts}))
@@ -865,7 +868,26 @@ def _checked_source(spec: PipelineSpec, name: str) -> SourceSpec:
     except UserError as exc:
         at = ("sources", name, "format")
         raise UserError(f"in {spec.origin_of(at)}: {exc}") from None
-    return source
+    check_archive(spec, name)
+    archive = spec.archive_path(name)  # absolute, for backfill's reads
+    return source.model_copy(update={"archive": str(archive)}) if archive else source
+
+
+def _archives(spec: PipelineSpec, app: str, flows: list[FlowPlan]) -> tuple[SourceArchive, ...]:
+    """The file sources that archive what they read, each with the checkpoints of the
+    queries reading it: every query of a planned flow, the table query of a disabled
+    one (``streamsmith.runtime.input_archive``)."""
+    found = []
+    planned = {flow.name for flow in flows}
+    for name in spec.sources:
+        path, archive = spec.source_path(name), spec.archive_path(name)
+        if path is None or archive is None:
+            continue
+        readers = [o.checkpoint for f in flows if name in dict(f.inputs) for o in f.outputs]
+        readers += [spec.root / CHECKPOINTS_DIR / app / flow
+                    for flow in reader_flows(spec, name) if flow not in planned]  # fmt: skip
+        found.append(SourceArchive(name, path, archive, tuple(dict.fromkeys(readers))))
+    return tuple(found)
 
 
 def is_side_query(flow: FlowPlan, output: Output) -> bool:

@@ -40,6 +40,7 @@ from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.progress import records_read, rows_written
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.describe import graph_edges
+from streamsmith.runtime.input_archive import ARCHIVE_EVERY_S, archive_inputs
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
 from streamsmith.runtime.start import Started, prepare_flows, start_flow, stop_gracefully
@@ -136,6 +137,9 @@ class Supervisor:
         self.files_limit: dict[str, int] = {}
         self._next_resize_check = 0.0
         self.waiting = [flow for flow in plan.flows if _deferred(plan, flow)]
+        read = {name for flow in plan.flows for name, _ in flow.inputs}
+        self.archives = tuple(a for a in plan.archives if a.source in read)
+        self._next_archive = 0.0
         for slot in self.slots:
             if slot.flow in self.waiting:
                 slot.state = "waiting"
@@ -233,7 +237,15 @@ class Supervisor:
             self._next_resize_check = now + _RESIZE_CHECK_SECONDS
             for flow in self.plan.flows:
                 self._adapt_files(flow)
-        return any(slot.state in ("active", "restarting", "waiting") for slot in self.slots)
+        going = any(slot.state in ("active", "restarting", "waiting") for slot in self.slots)
+        if self.archives and (now >= self._next_archive or not going):
+            self.archive_inputs()
+        return going
+
+    def archive_inputs(self) -> None:
+        """Move the input every reader has committed out of the sources that archive."""
+        self._next_archive = time.monotonic() + ARCHIVE_EVERY_S
+        archive_inputs(self.archives, self.monitor.record)
 
     def _start_ready(self) -> None:
         """Start the waiting flows whose upstream flows have all finished."""
@@ -344,6 +356,8 @@ class Supervisor:
             slot.tally()
             if slot.state in ("active", "restarting"):
                 slot.state = "stopped"
+        if self.archives:  # what the last batches committed
+            self.archive_inputs()
 
     def report(self) -> RunReport:
         return RunReport(

@@ -4,6 +4,7 @@ consume another flow's output as a stream, committed batches only."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,7 +31,9 @@ class FileSource(Source):
 
     def read(self, spark: SparkSession, schema: StructType | None, *, streaming: bool) -> DataFrame:
         assert self.path is not None  # the spec model requires it
-        return read_files(spark, self.spec, str(self.path), schema, streaming=streaming)
+        archive = self.spec.archive  # absolute once planned: files moved out once read
+        more = [archive] if archive and not streaming and Path(archive).is_dir() else []
+        return read_files(spark, self.spec, str(self.path), schema, streaming=streaming, more=more)
 
     def describe(self) -> str:
         spec = self.spec

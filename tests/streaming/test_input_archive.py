@@ -1,7 +1,7 @@
 """``sources.<name>.archive``: a file moves out of the source's directory once every query
-of every flow reading it has committed it, as a user runs ``streamsmith run`` and
-``backfill``; a flow that has not run yet holds every file back, and the backfill reads
-the archive beside the directory."""
+reading it has committed it, as a user runs ``streamsmith run`` and ``backfill``: a
+disabled flow holds back what it has not read once it has run, never before, and the
+backfill reads the archive beside the directory."""
 
 from __future__ import annotations
 
@@ -16,12 +16,6 @@ from typer.testing import CliRunner
 from shop import deliver, shop_spec, write_project
 from streamsmith.cli import cli
 from streamsmith.monitor.eventlog import read_events
-
-ORDERS = [
-    [("o1", "ann", 10), ("o2", "bob", 5)],
-    [("o3", "ann", 7)],
-    [("o4", "cid", 2)],
-]
 
 
 def invoke(*args: str) -> str:
@@ -49,39 +43,43 @@ def test_files_every_reader_committed_move_to_the_archive_and_backfill_reads_bot
     path = str(write_project(tmp_path, spec))
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"
-    deliver(tmp_path, 0, ORDERS[0])
+    run = ("run", path, "--trigger", "available-now")
+    deliver(tmp_path, 0, [("o1", "ann", 10), ("o2", "bob", 5)])
     (data / "input/2026-11-27").mkdir()
     (data / "input/2026-11-27/part-1.jsonl").write_text('{"order_id": "o3", "customer": "ann", '
                                                         '"amount": 7}\nnot json\n')  # fmt: skip
 
-    # Flow big reads the source too and has never run: nothing may move.
-    invoke("run", path, "--trigger", "available-now")
-    assert names(data / "input") == ["2026-11-27/part-1.jsonl", "part-0.jsonl"]
-    assert not (data / "archive").exists()
-
-    # Both flows have run: every file moves, its subfolder kept; no row lost.
-    invoke("run", path, "--trigger", "available-now", "--set", "flows.big.enabled=true")
+    # Read by the table's and the quarantine's queries: both files move, their subfolder
+    # kept. Flow big never ran: it holds nothing back.
+    invoke(*run)
     assert names(data / "input") == []
     assert names(data / "archive/raw") == ["2026-11-27/part-1.jsonl", "part-0.jsonl"]
     archived = [e for e in read_events(data, "shop") if e["event"] == "input_archived"]
     assert [(e["source"], e["files"]) for e in archived] == [("raw", 2)]
     assert table_rows(data / "tables/orders") == [("o1", "ann", 10), ("o2", "bob", 5),
                                                   ("o3", "ann", 7)]  # fmt: skip
-    assert table_rows(data / "tables/big") == [("o1",), ("o3",)]
     quarantine = DeltaTable(str(data / "tables/orders_quarantine")).to_pyarrow_table()
     assert [row["raw"] for row in quarantine.to_pylist()] == ["not json"]
 
-    # A new delivery: read once by the next run, then archived; the old files are not
-    # read again (their rows would be doubled).
-    deliver(tmp_path, 2, ORDERS[2])
-    invoke("run", path, "--trigger", "available-now", "--set", "flows.big.enabled=true")
-    assert names(data / "archive/raw") == [
-        "2026-11-27/part-1.jsonl", "part-0.jsonl", "part-2.jsonl"
-    ]  # fmt: skip
+    # Flow big, enabled, starts from what is left; the old files are not read again.
+    deliver(tmp_path, 2, [("o4", "cid", 8)])
+    invoke(*run, "--set", "flows.big.enabled=true")
+    assert table_rows(data / "tables/big") == [("o4",)]
     assert len(table_rows(data / "tables/orders")) == 4
+    assert names(data / "input") == []
+
+    # Switched off again, big has run: the file it has not read stays until it has.
+    deliver(tmp_path, 3, [("o5", "eve", 9)])
+    invoke(*run)
+    assert len(table_rows(data / "tables/orders")) == 5
+    assert names(data / "input") == ["part-3.jsonl"]
+    invoke(*run, "--set", "flows.big.enabled=true")
+    assert table_rows(data / "tables/big") == [("o4",), ("o5",)]
+    assert names(data / "input") == []
+    assert len(names(data / "archive/raw")) == 4
 
     # The backfill reads the archive beside the source's directory.
-    deliver(tmp_path, 3, [("o5", "eve", 1)])
-    invoke("backfill", path, "--set", "flows.big.enabled=true")
+    deliver(tmp_path, 4, [("o6", "fay", 1)])
+    invoke("backfill", path)
     backfilled = spark.read.format("delta").load(str(data / "backfill/orders"))
-    assert sorted(r.order_id for r in backfilled.collect()) == ["o1", "o2", "o3", "o4", "o5"]
+    assert sorted(r.order_id for r in backfilled.collect()) == ["o1", "o2", "o3", "o4", "o5", "o6"]

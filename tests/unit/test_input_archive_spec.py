@@ -40,11 +40,14 @@ def test_every_query_reading_the_source_is_a_reader(tmp_path: Path) -> None:
     checkpoints = tmp_path / "data/checkpoints/shop"
     assert archive.path == tmp_path / "data/input"
     assert archive.archive == tmp_path / "data/archive/raw"
-    # The planned flow's table and quarantine, and the disabled flow's table.
-    assert archive.readers == tuple(
-        checkpoints / name for name in ("orders", "orders__quarantine", "big")
-    )
+    # The planned flow's table and quarantine, and the disabled flow's table once it ran.
+    assert archive.readers == (checkpoints / "orders", checkpoints / "orders__quarantine")
+    assert archive.paused == (checkpoints / "big",)
     assert not plan_of(tmp_path, "sources.raw.archive=null").archives
+    described = plan_of(tmp_path).flows[0].input.describe()
+    assert described == (
+        f"jsonl files in {tmp_path}/data/input (read files move to {tmp_path}/data/archive/raw)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,13 @@ keeps every file ever delivered makes each micro-batch slower as the weeks go by
 late-events queries, and from other flows reading the same source. Here a file moves
 only when the checkpoint of every query reading the source has committed the batch that
 read it: the queries the plan runs (a flow's table, its quarantine, its late events, its
-further sinks), and the table query of every disabled flow reading it; until each has a
-checkpoint, nothing moves. A file keeps its path below the source's directory in the
-archive. A batch planned but not committed (replayed on restart) reads files past the
-committed end, which stay. ``backfill`` reads the archive beside the directory.
+further sinks), and the table query of every disabled flow reading it that has run
+before; until each has a checkpoint, nothing moves. A flow that never ran (an
+alternative an app ships disabled) holds nothing back: enabled, it starts from the files
+still in the directory, as a flow added later does. A file keeps its path below the
+source's directory in the archive. A batch planned but not committed (replayed on
+restart) reads files past the committed end, which stay. ``backfill`` reads the archive
+beside the directory.
 """
 
 from __future__ import annotations
@@ -73,12 +76,15 @@ def check_archive(spec: PipelineSpec, source: str) -> None:
 class SourceArchive:
     """The archive of one file source: ``path``'s files go to ``archive`` once the
     checkpoint of each of ``readers`` (every query reading the source) has committed
-    them; a reader without a checkpoint yet has committed nothing."""
+    them; a reader without a checkpoint yet has committed nothing. A ``paused`` reader
+    (a disabled flow's) counts once it has a checkpoint: a flow that ran holds back what
+    it has not read, one that never ran starts, when enabled, from what is left."""
 
     source: str
     path: Path
     archive: Path
     readers: tuple[Path, ...]
+    paused: tuple[Path, ...] = ()  # readers only once their checkpoint exists
     _logs: dict[Path, FileSourceLog] = field(default_factory=dict, repr=False)
 
     def committed(self, checkpoint: Path) -> set[str]:
@@ -94,8 +100,9 @@ class SourceArchive:
 
     def run(self) -> int:
         """Move every file all readers committed; how many moved."""
-        done = self.committed(self.readers[0]) if self.readers else set()
-        for checkpoint in self.readers[1:]:
+        readers = [*self.readers, *(path for path in self.paused if path.is_dir())]
+        done = self.committed(readers[0]) if readers else set()
+        for checkpoint in readers[1:]:
             done &= self.committed(checkpoint)
         moved = 0
         for name in sorted(done):

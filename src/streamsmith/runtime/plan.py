@@ -875,8 +875,8 @@ def _checked_source(spec: PipelineSpec, name: str) -> SourceSpec:
 
 def _archives(spec: PipelineSpec, app: str, flows: list[FlowPlan]) -> tuple[SourceArchive, ...]:
     """The file sources that archive what they read, each with the checkpoints of the
-    queries reading it: every query of a planned flow, the table query of a disabled
-    one (``streamsmith.runtime.input_archive``)."""
+    queries reading it: every query of a planned flow, and the table query of a disabled
+    one once it has run (``streamsmith.runtime.input_archive``)."""
     found = []
     planned = {flow.name for flow in flows}
     for name in spec.sources:
@@ -884,9 +884,9 @@ def _archives(spec: PipelineSpec, app: str, flows: list[FlowPlan]) -> tuple[Sour
         if path is None or archive is None:
             continue
         readers = [o.checkpoint for f in flows if name in dict(f.inputs) for o in f.outputs]
-        readers += [spec.root / CHECKPOINTS_DIR / app / flow
-                    for flow in reader_flows(spec, name) if flow not in planned]  # fmt: skip
-        found.append(SourceArchive(name, path, archive, tuple(dict.fromkeys(readers))))
+        paused = [spec.root / CHECKPOINTS_DIR / app / flow
+                  for flow in reader_flows(spec, name) if flow not in planned]  # fmt: skip
+        found.append(SourceArchive(name, path, archive, tuple(readers), tuple(paused)))
     return tuple(found)
 
 

@@ -49,6 +49,8 @@ class FileSource(Source):
             limits.append("latestFirst")
         if spec.glob:
             limits.append(f"glob={spec.glob}")
+        if spec.archive:
+            limits.append(f"read files move to {spec.archive}")
         if spec.options:
             given = ", ".join(f"{k}={_shown(v)}" for k, v in sorted(spec.options.items()))
             limits.append(f"options {given}")

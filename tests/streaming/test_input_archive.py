@@ -83,3 +83,13 @@ def test_files_every_reader_committed_move_to_the_archive_and_backfill_reads_bot
     invoke("backfill", path)
     backfilled = spark.read.format("delta").load(str(data / "backfill/orders"))
     assert sorted(r.order_id for r in backfilled.collect()) == ["o1", "o2", "o3", "o4", "o5", "o6"]
+
+    # A full refresh starts every reader over: the archived files move back, are read
+    # again, and move out again.
+    output = invoke(*run, "--full-refresh", "--set", "flows.big.enabled=true")
+    assert "source raw: 4 archived files moved back to" in output
+    assert sorted(row[0] for row in table_rows(data / "tables/orders")) == [
+        "o1", "o2", "o3", "o4", "o5", "o6"
+    ]  # fmt: skip
+    assert table_rows(data / "tables/big") == [("o1",), ("o3",), ("o4",), ("o5",)]
+    assert names(data / "input") == [] and len(names(data / "archive/raw")) == 5

@@ -132,6 +132,8 @@ def run(
     if full_refresh or full_refresh_tables:
         for path in runner.full_refresh(plan, full_refresh_tables or ()):
             say(f"full refresh: removed {path}", to_stderr=True)
+        for line in runner.restore_archives(plan, full_refresh_tables or ()):
+            say(f"full refresh: {line}", to_stderr=True)
     elif sql_port is None and not plan.schedules and _nothing_new(plan):
         return
     spark = session(pipeline, application.name)

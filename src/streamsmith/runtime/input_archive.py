@@ -119,6 +119,34 @@ class SourceArchive:
         return moved
 
 
+def restore(archive: SourceArchive, reset: Iterable[Path]) -> str | None:
+    """After a full refresh removed the checkpoints ``reset``: when every query reading
+    the source starts over, its archived files move back (each query reads them again,
+    as before the archive); when only some do, what they will not read. None: nothing
+    was archived, or no reader of it was reset."""
+    kept = archive.archive
+    files = [f for f in kept.rglob("*") if f.is_file()] if kept.is_dir() else []
+    gone = set(reset)
+    readers = [*archive.readers, *(p for p in archive.paused if p.is_dir() or p in gone)]
+    starting_over = [r for r in readers if r in gone or any(r.is_relative_to(g) for g in gone)]
+    if not files or not starting_over:
+        return None
+    if len(starting_over) < len(readers):
+        return (
+            f"source {archive.source}: the queries starting over read only the files still in "
+            f"{archive.path}; the {len(files)} files in {archive.archive} stay there, since "
+            "other queries reading the source go on from their checkpoints"
+        )
+    for file in files:
+        target = archive.path / file.relative_to(archive.archive)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(file, target)
+    return (
+        f"source {archive.source}: {len(files)} archived files moved back to {archive.path}, "
+        "since every query reading it starts over"
+    )
+
+
 def archive_inputs(archives: Iterable[SourceArchive], record: Record) -> list[dict[str, Any]]:
     """Run each archive; an ``input_archived`` event for each that moved files, an
     ``input_archive_failed`` one (and a warning) for each that could not."""

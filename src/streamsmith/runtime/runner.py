@@ -24,6 +24,7 @@ from streamsmith.monitor.progress import expectation_counts
 from streamsmith.monitor.recorder import first_line
 from streamsmith.object_store import remove_tree
 from streamsmith.runtime.frames import flow_frames, output_frame
+from streamsmith.runtime.input_archive import restore
 from streamsmith.runtime.maintenance import failed, run_after
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.scheduler import Clock, run_schedules
@@ -229,3 +230,16 @@ def full_refresh(plan: Plan, tables: Sequence[str] = ()) -> list[str]:
     for output in outputs:
         removed += output.sink.reset()
     return removed
+
+
+def restore_archives(plan: Plan, tables: Sequence[str] = ()) -> list[str]:
+    """After :func:`full_refresh` with the same ``tables``: what became of the sources'
+    archives (``streamsmith.runtime.input_archive.restore``), one line each."""
+    if tables:
+        writers = {output.table: flow.name for flow in plan.flows for output in flow.sinks}
+        flows = plan.downstream({writers[table] for table in tables})
+        reset = [output.checkpoint for flow in flows for output in flow.outputs]
+    else:
+        reset = [plan.checkpoint_dir]
+    said = (restore(archive, reset) for archive in plan.archives)
+    return [line for line in said if line is not None]

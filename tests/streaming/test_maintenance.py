@@ -86,6 +86,10 @@ def age_removals(table: Path, hours: int) -> None:
             log.with_name(f".{log.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum
 
 
+def checkpoints(log_dir: Path) -> list[int]:
+    return [int(f.name[:20]) for f in log_dir.glob("*.checkpoint.parquet")]
+
+
 def rows(table: Path, version: int | None = None) -> list[tuple[Any, ...]]:
     content = DeltaTable(str(table), version=version).to_pyarrow_table().to_pylist()
     return sorted(tuple(row.values()) for row in content)
@@ -297,4 +301,18 @@ def test_log_retain_bounds_the_delta_log_and_time_travel_within_retain_still_ans
     commits = sorted(int(f.name[:20]) for f in log_dir.glob("*.json"))
     assert commits[0] >= 10 and commits[-1] == 20  # the three-hour-old commits are gone
     assert spark.read.format("delta").load(str(table)).count() == 200
+    assert spark.read.format("delta").option("versionAsOf", 15).load(str(table)).count() == 150
+
+    # delta-rs' log cleanup (after its own commits) leaves the checksums of the commits
+    # it deletes, Delta's N.crc and Hadoop's .N.json.crc, as the long run showed: the
+    # next vacuum removes those below the oldest version left, never a file being written.
+    oldest = min(commits[0], *checkpoints(log_dir))
+    left_behind = [f"{3:020d}.crc", f".{3:020d}.json.crc", f".{3:020d}.crc.crc"]
+    writing = f".{3:020d}.json.0d1e.tmp.crc"
+    for name in (*left_behind, writing):
+        (log_dir / name).write_text("{}")
+    kept = sorted(f.name for f in log_dir.iterdir() if f.name not in left_behind)
+    events = maintenance.maintain(task, ("vacuum",), tmp_path, lambda e: e, "now")
+    assert events[0]["log_checksums_removed"] == 3
+    assert sorted(f.name for f in log_dir.iterdir()) == kept and oldest > 3
     assert spark.read.format("delta").option("versionAsOf", 15).load(str(table)).count() == 150

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from streamsmith.object_store import storage_options
+from streamsmith.object_store import ObjectPath, storage_options
 
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
@@ -97,6 +97,41 @@ def vacuum(path: Path, hours: int, keep_from: int | None = None) -> list[str]:
         retention_hours=hours, dry_run=False, enforce_retention_duration=True, keep_versions=keep
     )
     return removed
+
+
+def prune_checksums(path: Path) -> int:
+    """Delete the checksum files of the log versions Delta's own log cleanup removed;
+    how many. That cleanup (Spark's at a checkpoint, delta-rs' after its commits)
+    deletes a version's commit and checkpoint files once older than
+    ``delta.logRetentionDuration`` but leaves Delta's version checksum (``N.crc``, about
+    10 KB here) and, on a local disk, Hadoop's ``.N.json.crc`` beside each, so the log
+    keeps three files a commit for ever (delta-io/delta#4475). A version older than the
+    oldest commit or checkpoint left cannot be read, nor its checksum used: those go.
+    Files being written (``.tmp``) are never touched."""
+    if isinstance(path, ObjectPath):
+        return 0  # no Hadoop checksums there; Delta's own are left to its cleanup
+    log = path / "_delta_log"
+    kept = [int(f.name[:20]) for f in log.iterdir() if _version_file(f.name)]
+    if not kept:
+        return 0
+    oldest = min(kept)
+    removed = 0
+    for file in list(log.iterdir()):
+        name = file.name.removeprefix(".")
+        if not name.endswith(".crc") or ".tmp" in name or not name[:20].isdigit():
+            continue
+        if int(name[:20]) < oldest:
+            file.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _version_file(name: str) -> bool:
+    """A commit (``N.json``) or a checkpoint (``N.checkpoint[...].parquet``) of the log."""
+    if not name[:20].isdigit():
+        return False
+    rest = name[20:]
+    return rest == ".json" or (rest.startswith(".checkpoint") and rest.endswith(".parquet"))
 
 
 @dataclass(frozen=True)

@@ -342,6 +342,7 @@ def _vacuum(task: TableMaintenance, root: Path) -> dict[str, Any]:
     behind = [stream for stream in streams if stream.version <= latest]
     keep_from = min((stream.version for stream in behind), default=None)
     removed = delta_maintenance.vacuum(task.path, task.retain_hours, keep_from)
+    checksums = delta_maintenance.prune_checksums(task.path)
     message = f"{len(removed)} files deleted, unused for {task.retain_hours} hours"
     if keep_from is not None:
         names = ", ".join(
@@ -355,6 +356,7 @@ def _vacuum(task: TableMaintenance, root: Path) -> dict[str, Any]:
         "files_added": 0,
         "retain_hours": task.retain_hours,
         "kept_from_version": keep_from,
+        "log_checksums_removed": checksums,
         "properties_set": declared,
         "message": message,
     }

@@ -100,14 +100,14 @@ def vacuum(path: Path, hours: int, keep_from: int | None = None) -> list[str]:
 
 
 def prune_checksums(path: Path) -> int:
-    """Delete the checksum files of the log versions Delta's own log cleanup removed;
-    how many. That cleanup (Spark's at a checkpoint, delta-rs' after its commits)
-    deletes a version's commit and checkpoint files once older than
-    ``delta.logRetentionDuration`` but leaves Delta's version checksum (``N.crc``, about
-    10 KB here) and, on a local disk, Hadoop's ``.N.json.crc`` beside each, so the log
-    keeps three files a commit for ever (delta-io/delta#4475). A version older than the
-    oldest commit or checkpoint left cannot be read, nor its checksum used: those go.
-    Files being written (``.tmp``) are never touched."""
+    """Delete the checksum files of the log versions a log cleanup removed; how many.
+    Spark's Delta deletes a version's checksums with its commit; delta-rs' cleanup, run
+    after its own commits (the maintenance's), deletes the commit and checkpoint files
+    older than ``delta.logRetentionDuration`` but leaves Delta's version checksum
+    (``N.crc``, about 10 KB here) and, on a local disk, Hadoop's ``.N.json.crc`` beside
+    each: three files a commit for ever (Delta had the same bug, delta-io/delta#4475). A
+    version older than the oldest commit or checkpoint left cannot be read, nor its
+    checksum used: those go. Files being written (``.tmp``) are never touched."""
     if isinstance(path, ObjectPath):
         return 0  # no Hadoop checksums there; Delta's own are left to its cleanup
     log = path / "_delta_log"

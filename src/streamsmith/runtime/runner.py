@@ -164,8 +164,9 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfill
 
     Each output, and the count of records read, reads the input again rather than
     sharing a cached read: a cache of the parsed input spills a large backfill to disk
-    and is read back once per output, which made a backfill five times slower per event
-    than the same flows' catch-up (``benchmarks/cost_over_time.py catch-up``)."""
+    and is read back once per output: a backfill was four to five times slower per event
+    than the same flows' catch-up, and now about twice (``benchmarks/cost_over_time.py
+    catch-up``)."""
     rows: dict[str, int] = {}
     frames = flow_frames(spark, flow, plan.root, streaming=False)
     numbering = line_numbering(flow.source, flow.definition.record_schema)

@@ -185,7 +185,10 @@ def _java(home: Path) -> list[str]:
 
 def _format_storage(home: Path, properties: Path) -> None:
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    command = [*_java(home), STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(properties)]
+    # One id in 64 starts with "-", which the tool's parser would take for an option:
+    # give it as the option's value, attached.
+    command = [*_java(home), STORAGE_TOOL, "format", f"--cluster-id={cluster_id}", "-c",
+               str(properties)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BrokerError(

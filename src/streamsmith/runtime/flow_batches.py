@@ -205,7 +205,13 @@ class FlowCover:
     def _cover(self, batch_id: int) -> Cover:
         if self.kind == "files":
             files = self._own_files.batch_files(batch_id)
-            return NEVER if files is None else file_cover(self._flow_files, files)
+            if files is None:
+                return NEVER
+            cover = file_cover(self._flow_files, files)
+            start = self._own_files.log_offset(batch_id - 1) if batch_id > 0 else None
+            if isinstance(cover, list) and start is not None:
+                self._own_files.forget_through(start)  # side batches come in order
+            return cover
         own_end = kafka_offsets(self.own, batch_id)
         if own_end is None:
             return NEVER

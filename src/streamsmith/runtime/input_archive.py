@@ -86,36 +86,46 @@ class SourceArchive:
     readers: tuple[Path, ...]
     paused: tuple[Path, ...] = ()  # readers only once their checkpoint exists
     _logs: dict[Path, FileSourceLog] = field(default_factory=dict, repr=False)
+    # Per reader: the last log id taken in, and the files it committed not yet moved.
+    _ends: dict[Path, int] = field(default_factory=dict, repr=False)
+    _pending: dict[Path, set[str]] = field(default_factory=dict, repr=False)
 
     def committed(self, checkpoint: Path) -> set[str]:
-        """The files (local paths) the query at ``checkpoint`` has committed."""
+        """The files (local paths) the query at ``checkpoint`` has committed that this
+        archive has not moved yet: each pass takes in only what was committed since."""
+        pending = self._pending.setdefault(checkpoint, set())
         batches = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*") if p.name.isdigit()]
         if not batches:
-            return set()
+            return pending
         files = self._logs.setdefault(checkpoint, FileSourceLog(checkpoint))
         end = files.log_offset(max(batches))
-        if end is None:
-            return set()
-        return {unquote(path) for path, log_id in files.ids().items() if log_id <= end}
+        seen = self._ends.get(checkpoint, -1)
+        if end is not None and end > seen:
+            pending.update(unquote(path) for path in files.files_of(seen + 1, end))
+            files.forget_through(end)
+            self._ends[checkpoint] = end
+        return pending
 
     def run(self) -> int:
         """Move every file all readers committed; how many moved."""
         readers = [*self.readers, *(path for path in self.paused if path.is_dir())]
-        done = self.committed(readers[0]) if readers else set()
-        for checkpoint in readers[1:]:
-            done &= self.committed(checkpoint)
+        if not readers:
+            return 0
+        pending = [self.committed(checkpoint) for checkpoint in readers]
         moved = 0
-        for name in sorted(done):
+        for name in sorted(set.intersection(*pending)):
             file = Path(name)
-            if not file.is_file() or not file.is_relative_to(self.path):
-                continue  # moved before, or not under the source's directory
-            target = self.archive / file.relative_to(self.path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.replace(file, target)
-            except OSError:  # another file system: copy, then remove
-                shutil.move(file, target)
-            moved += 1
+            if file.is_file() and file.is_relative_to(self.path):
+                target = self.archive / file.relative_to(self.path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.replace(file, target)
+                except OSError:  # another file system: copy, then remove
+                    shutil.move(file, target)
+                moved += 1
+            # else moved before, or not under the source's directory: nothing to do
+            for files in pending:
+                files.discard(name)
         return moved
 
 

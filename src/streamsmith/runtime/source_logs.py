@@ -8,6 +8,7 @@ flow query's (``late``, ``clean_input``). Their format is Spark's, stable across
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,29 +32,60 @@ def offset_log_entry(file: Path) -> tuple[int, tuple[str, ...]] | None:
 
 @dataclass
 class FileSourceLog:
-    """The file source's log in a query's checkpoint: the log id that took each file."""
+    """The file source's log in a query's checkpoint: the log id that took each file.
+
+    Spark writes one file per log id and, every ``compactInterval`` ids, a compact file
+    holding every entry so far. Each file is read once, and of a compact file only the
+    entries past those already read: a call costs what is new, not the whole history."""
 
     checkpoint: Path
     _ids: dict[str, int] = field(default_factory=dict)
-    _read: set[str] = field(default_factory=set)
+    _by_id: dict[int, list[str]] = field(default_factory=dict)
+    _upto: int = -1  # every log id up to this one is read
 
     def ids(self) -> dict[str, int]:
-        """File -> log id (log files never change once written, so each is read once)."""
+        """File -> log id."""
+        self._read_new()
+        return self._ids
+
+    def files_of(self, first: int, last: int) -> list[str]:
+        """The files of log ids ``first`` to ``last``."""
+        self._read_new()
+        return [file for log_id in range(first, last + 1) for file in self._by_id.get(log_id, ())]
+
+    def forget_through(self, log_id: int) -> None:
+        """Drop the entries of log ids up to ``log_id``: the caller will not ask again."""
+        for old in [found for found in self._by_id if found <= log_id]:
+            for file in self._by_id.pop(old):
+                if self._ids.get(file) == old:
+                    del self._ids[file]
+
+    def _read_new(self) -> None:
         folder = self.checkpoint / "sources" / "0"
         if not folder.is_dir():
-            return self._ids
-        for entry in sorted(folder.iterdir()):
-            if entry.name in self._read or entry.name.startswith("."):
-                continue
+            return
+        new = sorted(
+            (int(stem), name)
+            for name in os.listdir(folder)
+            if (stem := name.removesuffix(".compact")).isdigit() and int(stem) > self._upto
+        )
+        compacts = [index for index, (_, name) in enumerate(new) if name.endswith(".compact")]
+        for number, name in new[compacts[-1] :] if compacts else new:
             try:
-                lines = entry.read_text(encoding="utf-8").splitlines()[1:]
-            except FileNotFoundError:  # a delta file removed after compaction
-                continue
-            for line in lines:
+                lines = (folder / name).read_text(encoding="utf-8").splitlines()[1:]
+            except FileNotFoundError:  # compacted away since listed: the next call reads on
+                return
+            entries = []
+            for line in reversed(lines):  # a compact file lists every id so far, in order
                 record = json.loads(line)
-                self._ids[normal_path(record["path"])] = int(record["batchId"])
-            self._read.add(entry.name)
-        return self._ids
+                if int(record["batchId"]) <= self._upto:
+                    break
+                entries.append(record)
+            for record in reversed(entries):
+                path, log_id = normal_path(record["path"]), int(record["batchId"])
+                self._ids[path] = log_id
+                self._by_id.setdefault(log_id, []).append(path)
+            self._upto = number
 
     def batch_files(self, batch_id: int) -> list[str] | None:
         """The files micro-batch ``batch_id`` of this query reads; None if its offset log
@@ -62,7 +94,7 @@ class FileSourceLog:
         start = self.log_offset(batch_id - 1) if batch_id > 0 else -1
         if start is None or end is None:
             return None
-        return [path for path, log_id in self.ids().items() if start < log_id <= end]
+        return self.files_of(start + 1, end)
 
     def batch_ends(self) -> list[tuple[int, int]]:
         """(batch id, last log id read) of each batch in the offset log, in order."""

@@ -146,8 +146,14 @@ def stop(run: subprocess.Popen[bytes]) -> None:
 
 def tree(path: Path) -> tuple[float, int]:
     """MB and file count under ``path`` (Spark's ``.crc`` files counted too)."""
-    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
-    return sum(p.stat().st_size for p in files) / 2**20, len(files)
+    sizes = []
+    for file in path.rglob("*") if path.exists() else ():
+        try:
+            if file.is_file():
+                sizes.append(file.stat().st_size)
+        except FileNotFoundError:  # a file the running query renamed or deleted meanwhile
+            continue
+    return sum(sizes) / 2**20, len(sizes)
 
 
 def table_checkpoint(root: Path) -> Path:

@@ -40,9 +40,17 @@ def test_empty_or_torn_state_files_are_user_errors_naming_them(tmp_path: Path) -
     fingerprint.write_text('{"code": "a')
     with pytest.raises(UserError, match=f"state file {fingerprint} is not whole JSON"):
         stored_fingerprint(tmp_path / "cp")
-    times = MaxEventTimes(tmp_path / "late")
+    times = MaxEventTimes(tmp_path / "late", keep=2)
     times.record(0, 5_000)
     assert times.watermark_before(1, 1_000) == 4_000
+    # Each file holds the largest so far, so the oldest go: the folder stays small.
+    for batch, newest in ((1, 3_000), (2, 9_000), (3, 1_000), (4, 2_000)):
+        times.record(batch, newest)
+    assert sorted(f.name for f in (tmp_path / "late").iterdir()) == ["2", "3", "4"]
+    assert times.watermark_before(5, 1_000) == 8_000
+    assert times.watermark_before(4, 1_000) == 8_000  # batch 4 replayed: as it first ran
+    times = MaxEventTimes(tmp_path / "late")
+    times.record(0, 5_000)
     (tmp_path / "late/0").write_text("")
     with pytest.raises(UserError, match="late/0 is empty"):
         times.watermark_before(1, 1_000)

@@ -82,26 +82,39 @@ def late_schema(events: StructType) -> StructType:
 
 
 class MaxEventTimes:
-    """The largest event time (µs) of each micro-batch, one small file per batch id."""
+    """The largest event time (µs) seen up to each micro-batch, one small file per batch
+    id. Each file holds the largest of its batch and every batch before it, so only the
+    last ``keep`` are kept (a restart replays the last batch only): the folder and each
+    read stay the same size however many batches ran."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, keep: int = 100) -> None:
         self.folder = folder
+        self.keep = keep  # as Spark's minBatchesToRetain keeps offsets
 
     def watermark_before(self, batch_id: int, delay_us: int) -> int | None:
         """Spark's watermark for ``batch_id``: None before any event time was seen."""
-        remedy = "remove it (the late split then leaves that batch's event times out)"
-        seen = [
-            int(read_json_state(file, remedy))
-            for file in self.folder.glob("[0-9]*")
-            if int(file.name) < batch_id
-        ]
-        return max(seen) - delay_us if seen else None
+        seen = self._largest_before(batch_id)
+        return seen - delay_us if seen is not None else None
 
     def record(self, batch_id: int, max_us: int | None) -> None:
         if max_us is None:
             return
+        before = self._largest_before(batch_id)
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_durably(self.folder / str(batch_id), str(max_us))
+        largest = max_us if before is None else max(max_us, before)
+        write_durably(self.folder / str(batch_id), str(largest))
+        for file in self._files():
+            if int(file.name) < batch_id - self.keep:
+                file.unlink(missing_ok=True)
+
+    def _files(self) -> list[Path]:
+        return [f for f in self.folder.glob("[0-9]*") if f.name.isdigit()]
+
+    def _largest_before(self, batch_id: int) -> int | None:
+        remedy = "remove it (the late split then leaves that batch's event times out)"
+        files = [file for file in self._files() if int(file.name) < batch_id]
+        seen = [int(read_json_state(file, remedy)) for file in files]
+        return max(seen) if seen else None
 
 
 def start_late_stream(

@@ -42,9 +42,10 @@ class MaintenanceSpec(StrictModel):
     ``optimize`` and ``vacuum`` each take a cron expression (UTC), run by the process that
     runs the pipeline's schedules or its always-on flows, or ``after_run``: after each
     catch-up run of the flow. ``retain`` is the tables' time-travel window: VACUUM deletes
-    only files no version committed within it uses, it is written into each table as
-    ``delta.deletedFileRetentionDuration`` (so Delta refuses any shorter VACUUM, Spark's
-    and delta-rs' alike), and it must cover the time between the runs of a scheduled flow
+    only files no version committed within it uses, twice it is written into each table
+    as ``delta.deletedFileRetentionDuration`` (so Delta refuses any shorter VACUUM by
+    Spark or another delta-rs client, and keeps the records of removed files that vacuum
+    finds them by: vacuum at least once every ``retain``), and it must cover the time between the runs of a scheduled flow
     reading the table as a stream. A stream further behind than ``retain`` still keeps its
     files: VACUUM keeps every file of the versions its checkpoint has not read.
     See docs/how-to/query-the-lake.md.

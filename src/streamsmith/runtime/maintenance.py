@@ -5,9 +5,11 @@ event log.
 Vacuum never deletes a file a reader of the table still needs:
 
 - a time-travel read of a version committed within ``retain``: vacuum deletes only files
-  that versions removed longer than ``retain`` ago, and ``retain`` is written into the
-  table as ``delta.deletedFileRetentionDuration``, so Delta itself refuses any shorter
-  VACUUM (ours, Spark's, delta-rs');
+  that versions removed longer than ``retain`` ago, and twice ``retain`` is written into
+  the table as ``delta.deletedFileRetentionDuration``, so Delta itself refuses any
+  shorter VACUUM by another client (Spark's, delta-rs'), and the log keeps the records
+  of removed files, through which vacuum finds them, until the next vacuum
+  (``io.delta_maintenance.tombstone_hours``);
 - a stream reading the table: every checkpoint under the storage root whose offsets name
   the table (by its Delta id) holds the last version that stream committed; vacuum keeps
   every file of that version and later ones, however old, so a stream stopped for longer

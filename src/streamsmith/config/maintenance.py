@@ -45,9 +45,10 @@ class MaintenanceSpec(StrictModel):
     only files no version committed within it uses, twice it is written into each table
     as ``delta.deletedFileRetentionDuration`` (so Delta refuses any shorter VACUUM by
     Spark or another delta-rs client, and keeps the records of removed files that vacuum
-    finds them by: vacuum at least once every ``retain``), and it must cover the time between the runs of a scheduled flow
-    reading the table as a stream. A stream further behind than ``retain`` still keeps its
-    files: VACUUM keeps every file of the versions its checkpoint has not read.
+    finds them by: vacuum at least once every ``retain``), and it must cover the time
+    between the runs of a scheduled flow reading the table as a stream. A stream further
+    behind than ``retain`` still keeps its files: VACUUM keeps every file of the versions
+    its checkpoint has not read.
     See docs/how-to/query-the-lake.md.
     """
 

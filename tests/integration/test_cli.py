@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -293,6 +294,9 @@ def test_table_history_optimize_restore_and_vacuum_without_a_jvm(
     content = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
     too_soon = streamsmith("table", "vacuum", "balances", "--retain-hours", "0", *root,
                            cwd=tmp_path)  # fmt: skip
+    killed = Path(path) / "part-killed.parquet"  # a batch killed 8 days ago left it
+    killed.write_bytes(b"never committed")
+    os.utime(killed, (time.time() - 8 * 24 * 3600,) * 2)
     kept = streamsmith("table", "vacuum", "balances", "--dry-run", *root, cwd=tmp_path)
     parquet = streamsmith("table", "history", "nope", *root, cwd=tmp_path)
 
@@ -305,5 +309,8 @@ def test_table_history_optimize_restore_and_vacuum_without_a_jvm(
     assert restored.returncode == 0 and "restored version 1 as version 4" in restored.stdout
     assert content == [("k0", 0), ("k1", 1)]
     assert_user_error(too_soon, "vacuum balances")
-    assert kept.stdout.strip() == "balances: would delete 0 files unused for 168 hours"
+    assert kept.stdout.splitlines() == [
+        "balances: would delete 1 files unused for 168 hours", "  part-killed.parquet"
+    ]  # fmt: skip
+    assert killed.exists()
     assert_user_error(parquet, "not a Delta table")

@@ -151,7 +151,7 @@ def test_maintenance_compacts_and_vacuums_without_losing_a_row_or_a_streams_file
     before = data_files(orders)
     assert maintain_orders(tmp_path) == [
         "orders: optimize: 0 files compacted into 0",
-        "orders: vacuum: 2 files deleted, unused for 1 hours",
+        "orders: vacuum: 2 files deleted, unused for 1 hours (and 2 checksum files)",
     ]
     assert data_files(orders) == before - first_files
     assert rows(orders) == ALL_ORDERS
@@ -183,7 +183,9 @@ def test_maintenance_compacts_and_vacuums_without_losing_a_row_or_a_streams_file
     status = streamsmith(tmp_path, "status", "shop", "--root", root, "--format", "json")
     by_query = {s["query"]: s for s in map(json.loads, status.splitlines())}
     orders_done = by_query["shop.orders"]["maintenance"]
-    assert orders_done["orders vacuum"].endswith(": 2 files deleted, unused for 1 hours")
+    assert orders_done["orders vacuum"].endswith(
+        ": 2 files deleted, unused for 1 hours (and 2 checksum files)"
+    )
     assert orders_done["orders optimize"].endswith(": 0 files compacted into 0")
     totals_done = by_query["shop.totals"]["maintenance"]
     assert totals_done["totals optimize"].endswith(": 0 files compacted into 0")
@@ -233,7 +235,9 @@ def test_vacuum_keeps_the_files_a_stream_reading_the_table_has_not_read(
         "shop.totals has not read"
     ]
     assert follow() == [("o2", "bob", 5)]  # from the files vacuum kept
-    assert messages("vacuum") == ["2 files deleted, unused for 1 hours"]
+    # With them, the checksum files Hadoop wrote beside them (nothing else deletes those).
+    assert messages("vacuum") == ["2 files deleted, unused for 1 hours (and 2 checksum files)"]
+    assert all((orders / crc.name[1:-4]).exists() for crc in orders.glob(".*.crc"))
     assert rows(orders) == [("o1", "ann", 10), ("o2", "bob", 5)]
 
 

@@ -111,19 +111,22 @@ def vacuum(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list the files.")] = False,
 ) -> None:
     """Delete the files no version within the retention uses: time travel to versions
-    older than that ends, and a stream reading the table must not be further behind."""
+    older than that ends. Files of versions a stream reading the table (a checkpoint
+    under the root) has not read stay, as in the scheduled vacuum."""
     from deltalake.exceptions import DeltaError
 
+    from streamsmith.runtime.maintenance import vacuum as vacuum_table
+
+    path = _delta_path(table, root)
     try:
-        removed = _delta(table, root).vacuum(
-            retention_hours=retain_hours, dry_run=dry_run, enforce_retention_duration=True
-        )
+        report = vacuum_table(path, storage_root(root), retain_hours, dry_run=dry_run, enforce=True)
     except DeltaError as exc:  # delta-rs refuses a retention shorter than the table's
         raise UserError(f"vacuum {table}: {exc}") from None
     verb = "would delete" if dry_run else "deleted"
-    say(f"{table}: {verb} {len(removed)} files unused for {retain_hours} hours")
-    for path in removed if dry_run else []:
-        say(f"  {path}")
+    say(f"{table}: {verb} {len(report.done.files)} files unused for {retain_hours} hours"
+        f"{report.notes}")  # fmt: skip
+    for name in report.done.files if dry_run else []:
+        say(f"  {name}")
 
 
 @table_cli.command("maintain")

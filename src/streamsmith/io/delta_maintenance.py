@@ -11,9 +11,12 @@ listed in ``keep_from`` onwards (a stream's unread versions).
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from streamsmith.object_store import ObjectPath, storage_options
@@ -100,17 +103,122 @@ def _hours(interval: str | None, default: int) -> float:
         return default
 
 
-def vacuum(path: Path, hours: int, keep_from: int | None = None) -> list[str]:
-    """Delete the files the table's versions removed more than ``hours`` ago, except
-    those of version ``keep_from`` and later. The table's
-    ``delta.deletedFileRetentionDuration`` is :func:`tombstone_hours` of ``hours`` (see
-    :func:`declare_retention`), longer than ``hours`` on purpose: Delta's check against
-    it is off here. Returns the files deleted."""
+@dataclass(frozen=True)
+class Vacuumed:
+    """What one ``VACUUM`` deleted (or, in a dry run, would delete)."""
+
+    files: list[str]  # data and change-feed files, relative to the table
+    checksums: int = 0  # Hadoop's ``.name.crc`` files whose file is gone
+    folders: int = 0  # empty partition folders
+
+
+def vacuum(
+    path: Path,
+    hours: int,
+    keep_from: int | None = None,
+    *,
+    dry_run: bool = False,
+    enforce: bool = False,
+) -> Vacuumed:
+    """Delete the files of the table at ``path`` that no version within ``hours`` uses,
+    except those of version ``keep_from`` and later (a stream's unread versions).
+
+    That is delta-rs' full mode: the files versions removed more than ``hours`` ago, and
+    the files no version mentions once written more than ``hours`` ago (a batch killed
+    before its commit left them, or a removal record that left the log before a vacuum
+    saw it); change-feed files (``_change_data``) of versions before ``keep_from`` too,
+    which the lite mode never deletes. A file written within ``hours`` is never touched:
+    it may belong to a commit being written. Then, on a local disk, the checksum files
+    Hadoop wrote beside deleted files and the partition folders left empty, unchanged
+    for ``hours``. ``enforce`` refuses an ``hours`` shorter than the table's
+    ``delta.deletedFileRetentionDuration`` (:func:`tombstone_hours` of the maintenance's
+    retention: the check is off for the maintenance)."""
     table = _table(path)
     keep = list(range(keep_from, table.version() + 1)) if keep_from is not None else None
-    removed: list[str] = table.vacuum(
-        retention_hours=hours, dry_run=False, enforce_retention_duration=False, keep_versions=keep
-    )
+    found: list[str] = table.vacuum(
+        retention_hours=hours, dry_run=True, enforce_retention_duration=enforce,
+        keep_versions=keep, full=True,
+    )  # fmt: skip
+    unread = change_files(path, keep_from) if keep_from is not None else set()
+    # Hidden names are no table's (a checksum in a partition folder: full mode takes it
+    # for an orphan); delta-rs lists a removed file for as long as the log records its
+    # removal, deleted by an earlier vacuum or not: only those still there count.
+    files = [
+        name
+        for name in found
+        if name not in unread
+        and not PurePosixPath(name).name.startswith((".", "_"))
+        and _delete(path / name, dry_run)
+    ]
+    if dry_run or isinstance(path, ObjectPath):  # an object store has neither
+        return Vacuumed(files)
+    before = datetime.now().timestamp() - hours * 3600
+    return Vacuumed(files, _orphan_checksums(path), _empty_folders(path, before))
+
+
+def _delete(file: Path, dry_run: bool) -> bool:
+    """Delete ``file`` (a dry run: only look); whether it was there."""
+    if dry_run or isinstance(file, ObjectPath):  # an object store's delete of none succeeds
+        if not file.exists():
+            return False
+        if dry_run:
+            return True
+    try:
+        file.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def change_files(path: Path, since: int) -> set[str]:
+    """The change-feed files (``cdc`` actions) of the table's commits from version
+    ``since`` on, as paths relative to the table: a stream reading its change feed reads
+    them for the versions it has not read yet."""
+    from urllib.parse import unquote
+
+    found = set()
+    for commit in (path / "_delta_log").glob("*.json"):
+        if not commit.name[:20].isdigit() or int(commit.name[:20]) < since:
+            continue
+        for line in commit.read_text().splitlines():
+            if '"cdc"' in line:
+                action = json.loads(line).get("cdc")
+                if action:
+                    found.add(unquote(action["path"]))
+    return found
+
+
+def _orphan_checksums(path: Path) -> int:
+    """Delete the ``.name.crc`` files Hadoop's local file system wrote beside the table's
+    files whose ``name`` is gone (deleted by this vacuum or an earlier one): nothing else
+    deletes them. How many."""
+    removed = 0
+    for checksum in path.rglob(".*.crc"):
+        if checksum.parent.name == "_delta_log" or ".tmp" in checksum.name:
+            continue
+        if not (checksum.parent / checksum.name[1:-4]).exists():
+            checksum.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _empty_folders(path: Path, before: float) -> int:
+    """Remove the table's partition folders that are empty and unchanged since
+    ``before`` (a timestamp): expiry and vacuum empty one a partition at a time, and a
+    writer adding to a partition writes its file at once after making the folder (a
+    parent emptied here has changed now: a later vacuum removes it). How many."""
+    removed = 0
+    for folder, subfolders, files in os.walk(path, topdown=True):
+        subfolders[:] = [name for name in subfolders if not name.startswith(("_", "."))]
+        if files or subfolders or folder == str(path):
+            continue
+        try:
+            if os.stat(folder).st_mtime < before:
+                os.rmdir(folder)
+                removed += 1
+        except OSError as exc:  # gone already, or a writer has just put a file in it
+            if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY):
+                raise
     return removed
 
 

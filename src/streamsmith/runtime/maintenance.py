@@ -335,32 +335,67 @@ def _expire(task: TableMaintenance, now: datetime) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class VacuumReport:
+    """What a vacuum deleted, and which streams reading the table held files back."""
+
+    done: delta_maintenance.Vacuumed
+    hours: int
+    keep_from: int | None = None
+    held_by: tuple[str, ...] = ()
+
+    @property
+    def message(self) -> str:
+        return f"{len(self.done.files)} files deleted, unused for {self.hours} hours{self.notes}"
+
+    @property
+    def notes(self) -> str:
+        """What else it deleted, and what it kept for a stream; empty when nothing."""
+        counts = (
+            (self.done.checksums, "checksum files"),
+            (self.done.folders, "empty partition folders"),
+        )
+        also = ", ".join(f"{count} {what}" for count, what in counts if count)
+        text = f" (and {also})" if also else ""
+        if self.keep_from is not None:
+            names = ", ".join(self.held_by)
+            text += f"; kept the files of version {self.keep_from} on, which {names} has not read"
+        return text
+
+
+def vacuum(
+    path: Path, root: Path, hours: int, *, dry_run: bool = False, enforce: bool = False
+) -> VacuumReport:
+    """Vacuum the Delta table at ``path`` at a retention of ``hours``, keeping every file
+    of the versions a stream under ``root`` reading the table has not read (see
+    :func:`delta_maintenance.vacuum`)."""
+    latest = delta_maintenance.latest_version(path)
+    streams = stream_positions(root, delta_maintenance.table_id(path))
+    behind = [stream for stream in streams if stream.version <= latest]
+    keep_from = min((stream.version for stream in behind), default=None)
+    done = delta_maintenance.vacuum(path, hours, keep_from, dry_run=dry_run, enforce=enforce)
+    held_by = tuple(
+        f"{s.checkpoint.parent.name}.{s.checkpoint.name}" for s in behind if s.version == keep_from
+    )
+    return VacuumReport(done, hours, keep_from, held_by)
+
+
 def _vacuum(task: TableMaintenance, root: Path) -> dict[str, Any]:
     declared = delta_maintenance.declare_retention(
         task.path, task.retain_hours, task.log_retain_hours
     )
-    latest = delta_maintenance.latest_version(task.path)
-    streams = stream_positions(root, delta_maintenance.table_id(task.path))
-    behind = [stream for stream in streams if stream.version <= latest]
-    keep_from = min((stream.version for stream in behind), default=None)
-    removed = delta_maintenance.vacuum(task.path, task.retain_hours, keep_from)
+    report = vacuum(task.path, root, task.retain_hours)
     checksums = delta_maintenance.prune_checksums(task.path)
-    message = f"{len(removed)} files deleted, unused for {task.retain_hours} hours"
-    if keep_from is not None:
-        names = ", ".join(
-            f"{s.checkpoint.parent.name}.{s.checkpoint.name}"
-            for s in behind
-            if s.version == keep_from
-        )
-        message += f"; kept the files of version {keep_from} on, which {names} has not read"
     return {
-        "files_removed": len(removed),
+        "files_removed": len(report.done.files),
         "files_added": 0,
         "retain_hours": task.retain_hours,
-        "kept_from_version": keep_from,
+        "file_checksums_removed": report.done.checksums,
+        "folders_removed": report.done.folders,
+        "kept_from_version": report.keep_from,
         "log_checksums_removed": checksums,
         "properties_set": declared,
-        "message": message,
+        "message": report.message,
     }
 
 

@@ -15,7 +15,9 @@ log), the files left in the input folder (Spark lists them at every trigger: wit
 ``--set sources.ads.archive=archive/ysb`` the read ones move out), then stops the run
 (SIGTERM, graceful), times ``status``, ``checkpoint show`` and a ``query``, and times
 a fresh ``streamsmith run`` from its start to the commit of its next batch on the same
-checkpoint (the run measured is that one from then on).
+checkpoint (the run measured is that one from then on). Between samples it notes the run's
+memory once a minute in ``<root>/driver-memory.tsv`` (time, pid, batch, driver and JVM
+resident MB): how one process's memory moves between its start and the next sample.
 
 ``catch-up``: ``streamsmith generate ysb`` at ``--base-events`` times each of
 ``--sizes``, then per size one ``streamsmith run ysb --trigger available-now`` and one
@@ -46,6 +48,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TextIO
 
 from streamsmith.generate.ysb import ysb_campaigns, ysb_data
 
@@ -244,19 +247,39 @@ def run_many(root: Path, args: argparse.Namespace) -> None:
               f"{'query':>6} {'inbox':>6} {'load':>5}")  # fmt: skip
     print(f"ysb, {args.events} events a batch, trigger {args.trigger}, sets {args.sets}")
     print(header, flush=True)
+    memory_log = (root / MEMORY_LOG).open("a", encoding="utf-8")
+    noted = time.monotonic()
     try:
         while committed + 1 < args.batches:
             batch_file(inbox, number, args.events, campaigns)
             number += 1
             committed = wait_for_commit(found, committed, run)
+            if time.monotonic() - noted >= MEMORY_EVERY_S:
+                noted = time.monotonic()
+                note_memory(memory_log, run.pid, committed)
             if committed + 1 >= next_sample:
                 next_sample += args.every
                 run = sample(root, run, start_run, committed, args, inbox, number, campaigns)
                 number += 1
                 committed = last_commit(table_checkpoint(root))
     finally:
+        memory_log.close()
         if run.poll() is None:
             stop(run)
+
+
+# Between samples, the run's memory once a minute: the table's figures are each of a
+# process that started at the sample before (each sample restarts the run).
+MEMORY_LOG = "driver-memory.tsv"
+MEMORY_EVERY_S = 60.0
+
+
+def note_memory(log: TextIO, pid: int, committed: int) -> None:
+    """One line: when, the run's pid, its last batch, the driver's and the JVM's RSS."""
+    jvm = jvm_of(pid)
+    log.write(f"{datetime.now(UTC):%H:%M:%S}\t{pid}\t{committed}\t{rss_mb(pid):.0f}\t"
+              f"{rss_mb(jvm):.0f}\n")  # fmt: skip
+    log.flush()
 
 
 def sample(

@@ -63,6 +63,8 @@ def test_vacuum_deletes_orphans_and_read_change_files_but_keeps_unread_and_new_o
     # A batch killed before its commit left a file (and Hadoop's checksum beside it).
     (table / "part-killed.parquet").write_bytes(b"never committed")
     (table / ".part-killed.parquet.crc").write_bytes(b"crc")
+    # Not Parquet: not the table's to delete (a deletion vector is a .bin file no add names).
+    (table / "deletion_vector_0d1e.bin").write_bytes(b"rows deleted")
     _age(table, 3)
     (table / "part-being-written.parquet").write_bytes(b"commit to come")  # written now
 
@@ -70,13 +72,15 @@ def test_vacuum_deletes_orphans_and_read_change_files_but_keeps_unread_and_new_o
     kept_for_stream = delta_maintenance.vacuum(table, 1, keep_from=2)
     assert sorted(kept_for_stream.files) == sorted({*replaced, first_change, "part-killed.parquet"})
     assert kept_for_stream.checksums == 1
-    assert _files(table) == {*live, second_change, "part-being-written.parquet"}
+    assert _files(table) == {
+        *live, second_change, "part-being-written.parquet", "deletion_vector_0d1e.bin"
+    }  # fmt: skip
     assert sorted(DeltaTable(str(table)).to_pyarrow_table().column("x").to_pylist()) == [1, 13]
 
     # It has read on: the change file goes; the file being written still stays.
     read_on = delta_maintenance.vacuum(table, 1)
     assert read_on.files == [second_change]
-    assert _files(table) == {*live, "part-being-written.parquet"}
+    assert _files(table) == {*live, "part-being-written.parquet", "deletion_vector_0d1e.bin"}
 
 
 def test_a_dry_run_deletes_nothing_and_an_enforced_one_refuses_a_short_retention(

@@ -124,10 +124,11 @@ def vacuum(
     except those of version ``keep_from`` and later (a stream's unread versions).
 
     That is delta-rs' full mode: the files versions removed more than ``hours`` ago, and
-    the files no version mentions once written more than ``hours`` ago (a batch killed
-    before its commit left them, or a removal record that left the log before a vacuum
-    saw it); change-feed files (``_change_data``) of versions before ``keep_from`` too,
-    which the lite mode never deletes. A file written within ``hours`` is never touched:
+    the Parquet files no version mentions once written more than ``hours`` ago (a batch
+    killed before its commit, or Spark for an empty partition, left them, or their
+    removal's record left the log before a vacuum saw it); change-feed files
+    (``_change_data``) of versions before ``keep_from`` too, which the lite mode never
+    deletes. A file written within ``hours`` is never touched:
     it may belong to a commit being written. Then, on a local disk, the checksum files
     Hadoop wrote beside deleted files and the partition folders left empty, unchanged
     for ``hours``. ``enforce`` refuses an ``hours`` shorter than the table's
@@ -140,13 +141,16 @@ def vacuum(
         keep_versions=keep, full=True,
     )  # fmt: skip
     unread = change_files(path, keep_from) if keep_from is not None else set()
-    # Hidden names are no table's (a checksum in a partition folder: full mode takes it
-    # for an orphan); delta-rs lists a removed file for as long as the log records its
-    # removal, deleted by an earlier vacuum or not: only those still there count.
+    # Only Parquet files, data or change files, and no hidden one: full mode takes any
+    # file no version adds for an orphan, a deletion vector (``.bin``) a version uses or
+    # a checksum in a partition folder too. delta-rs lists a removed file for as long as
+    # the log records its removal, deleted by an earlier vacuum or not: only those still
+    # there count.
     files = [
         name
         for name in found
         if name not in unread
+        and name.endswith(".parquet")
         and not PurePosixPath(name).name.startswith((".", "_"))
         and _delete(path / name, dry_run)
     ]

@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from pyspark.sql import Row
+from pyspark.sql import Row, SparkSession
 
 from streamsmith.runtime.flow_batches import (
     FLOW_METRIC,
     IDLE,
     NEVER,
     Facts,
+    FlowFacts,
     Part,
     file_cover,
     kafka_cover,
@@ -151,3 +152,13 @@ def test_a_report_carries_the_rejected_rows_only_when_it_holds_every_one() -> No
     )
     short = Row(rows=3, oldest_us=None, rejects=rows)
     assert reported_facts(500, {FLOW_METRIC: short}) == Facts(3, None, None)
+
+
+def test_the_facts_of_batches_before_those_last_asked_for_are_dropped(spark: SparkSession) -> None:
+    facts = FlowFacts(spark, "a flow not running in this process")
+    rejects = ({"_raw": "{oops", "_reject_reason": "malformed JSON line"},)
+    facts._seen.update({batch: Facts(1, None, rejects) for batch in range(100)})
+    assert facts.of([40, 41]) == {40: Facts(1, None, rejects), 41: Facts(1, None, rejects)}
+    assert sorted(facts._seen) == list(range(40, 100))  # a side query reads on from 40
+    assert facts.of([39]) is None  # a replay asking again reads its input itself
+    assert facts.of([40]) == {40: Facts(1, None, rejects)}

@@ -318,7 +318,11 @@ class FlowFacts:
     report (no input, no metrics) names the next batch, which has not run yet, so a later
     report of that batch replaces it. The main query last seen running is kept: a
     catch-up's main query may end before a side query asks for its last batches, whose
-    reports it still holds.
+    reports it still holds. The facts of batches before those a side query last asked
+    for are dropped: it reads on, and a replay that asks again reads its input itself.
+    Kept, they held each batch's rejected rows for 10,000 batches, and the driver of the
+    long run of ``benchmarks/cost_over_time.py`` grew by them, a quarter of a megabyte a
+    minute.
     """
 
     spark: SparkSession
@@ -328,6 +332,7 @@ class FlowFacts:
     _idle: set[int] = field(default_factory=set)  # named only by idle reports so far
     _last_report: tuple[int, str] | None = None
     _last_query: StreamingQuery | None = None
+    _floor: int = 0  # the first batch still wanted: the earliest of the last asked for
 
     def __post_init__(self) -> None:
         self._query()  # the main query starts first: remember it
@@ -338,7 +343,16 @@ class FlowFacts:
         found = poll(lambda: self._lookup(batches), self.wait_s)
         if found is None:
             log.debug("%s: batches %s unknown after %.0f s", self.query_name, batches, self.wait_s)
+        if batches:
+            self._forget_before(min(batches))
         return found if isinstance(found, dict) else None
+
+    def _forget_before(self, batch: int) -> None:
+        """Drop the facts of the batches before ``batch``, and take none of them again."""
+        self._floor = max(self._floor, batch)
+        for old in [b for b in self._seen if b < self._floor]:
+            del self._seen[old]
+            self._idle.discard(old)
 
     def _lookup(self, batches: Sequence[int]) -> dict[int, Facts] | Literal[False] | None:
         """The facts of ``batches``; False when they cannot be known here, None when the
@@ -382,7 +396,7 @@ class FlowFacts:
         missed = newest is None or batch > newest + 1 or (newest in self._idle and batch != newest)
         for progress in query.recentProgress if missed else [last]:
             batch = int(progress.batchId)
-            if batch in self._seen and batch not in self._idle:
+            if batch < self._floor or (batch in self._seen and batch not in self._idle):
                 continue
             said = reported_facts(int(progress.numInputRows or 0), progress.observedMetrics)
             if said == IDLE:
@@ -397,8 +411,10 @@ class FlowFacts:
                 self._idle.discard(old)
 
     def _passed(self, batches: Sequence[int]) -> bool:
-        """Whether a batch is older than any progress seen: its report is gone."""
-        return bool(self._seen) and min(batches) < min(self._seen)
+        """Whether a batch is older than any progress seen, or than those forgotten: its
+        report is gone."""
+        first = min(batches)
+        return first < self._floor or (bool(self._seen) and first < min(self._seen))
 
 
 IDLE: Literal["idle"] = "idle"

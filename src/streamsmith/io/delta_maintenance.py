@@ -3,10 +3,10 @@
 Spark readers and a running stream take as they take any other.
 
 Compaction commits with ``dataChange: false``, so a stream reading the table skips it
-(the rows are those it has read). Vacuum runs in delta-rs' default (lite) mode: it deletes
-only the files that versions removed longer than the retention ago, never a file no
-version mentions yet (a batch being written now), and keeps every file of the versions
-listed in ``keep_from`` onwards (a stream's unread versions).
+(the rows are those it has read). Vacuum runs in delta-rs' full mode (see :func:`vacuum`):
+it deletes what no version within the retention uses, never a file written within it (a
+batch being written now), and keeps every file of the versions from ``keep_from`` on (a
+stream's unread versions).
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ def interval_hours(hours: int) -> str:
 def tombstone_hours(hours: int) -> int:
     """The ``delta.deletedFileRetentionDuration`` written for a vacuum retention of
     ``hours``: twice it. Delta drops the record of a removed file (its tombstone) from the
-    log's checkpoints once that duration has passed, and vacuum finds the files to delete
-    through those records only (delta-rs' lite mode: its full mode also deletes the files
-    of versions within the retention and files being written). At ``hours`` itself, a
-    table checkpointing every few commits lost each record before a vacuum saw it, and
-    its replaced files stayed for ever (the long run's table: 7,415 files, 9 of them
-    live); at twice, a vacuum run at least once every ``hours`` sees every one."""
+    log's checkpoints once that duration has passed, and delta-rs' lite vacuum found the
+    files to delete through those records only. At ``hours`` itself, a table
+    checkpointing every few commits lost each record before a vacuum saw it, and its
+    replaced files stayed for ever (the long run's table: 7,415 files, 9 of them live).
+    The full mode :func:`vacuum` runs now finds those too, by listing the table; the
+    records still spare it the listing's age check for files removed within ``hours``."""
     return 2 * hours
 
 
@@ -128,12 +128,11 @@ def vacuum(
     killed before its commit, or Spark for an empty partition, left them, or their
     removal's record left the log before a vacuum saw it); change-feed files
     (``_change_data``) of versions before ``keep_from`` too, which the lite mode never
-    deletes. A file written within ``hours`` is never touched:
-    it may belong to a commit being written. Then, on a local disk, the checksum files
-    Hadoop wrote beside deleted files and the partition folders left empty, unchanged
-    for ``hours``. ``enforce`` refuses an ``hours`` shorter than the table's
-    ``delta.deletedFileRetentionDuration`` (:func:`tombstone_hours` of the maintenance's
-    retention: the check is off for the maintenance)."""
+    deletes. A file written within ``hours`` is never touched: it may belong to a commit
+    being written. Then, on a local disk, the checksum files Hadoop wrote beside deleted
+    files and the partition folders left empty, unchanged for ``hours``. ``enforce``
+    refuses an ``hours`` shorter than the table's ``delta.deletedFileRetentionDuration``
+    (:func:`tombstone_hours` of the maintenance's retention: the check is off for it)."""
     table = _table(path)
     keep = list(range(keep_from, table.version() + 1)) if keep_from is not None else None
     found: list[str] = table.vacuum(

@@ -29,6 +29,13 @@ processes (Python and JVM, sampled every 0.2 s).
 
     .venv/bin/python benchmarks/cost_over_time.py many --batches 20000 --every 2000
     .venv/bin/python benchmarks/cost_over_time.py catch-up --base-events 1000000 --sizes 1,3,10
+    .venv/bin/python benchmarks/cost_over_time.py codegen --batches 300 --sizes 100,1000
+
+``codegen``: the ``many`` run from a new root at each size of Spark's cache of generated
+classes (``spark.sql.codegen.cache.maxEntries``; Spark's default 100, streamsmith's 1000),
+one after the other: over the second half of its batches, the classes compiled (Spark's
+``CodeGenerator`` metrics, written by its CSV sink every 5 s), the CPU seconds the run's
+processes used (driver, JVM and its children) per batch, and the median batch.
 
 Extra ``--set key=value`` options go to ``run`` and ``checkpoint show`` (e.g. a retention
 setting, for a before/after).
@@ -65,8 +72,6 @@ def main() -> None:
     many = modes.add_parser("many", help="many micro-batches of an always-on run")
     many.add_argument("--batches", type=int, default=20_000)
     many.add_argument("--every", type=int, default=2_000, help="batches between samples")
-    many.add_argument("--events", type=int, default=200, help="events per micro-batch")
-    many.add_argument("--trigger", default="100ms", help="the run's trigger interval")
     many.add_argument(
         "--root", type=Path, default=None,
         help="keep the run here and go on from where a run there stopped (a long run over "
@@ -75,7 +80,13 @@ def main() -> None:
     catch_up = modes.add_parser("catch-up", help="one catch-up run at several data sizes")
     catch_up.add_argument("--base-events", type=int, default=1_000_000)
     catch_up.add_argument("--sizes", default="1,3,10", help="multiples of --base-events")
-    for mode in (many, catch_up):
+    codegen = modes.add_parser("codegen", help="a run at each size of the code cache")
+    codegen.add_argument("--batches", type=int, default=300)
+    codegen.add_argument("--sizes", default="100,1000", help="spark.sql.codegen.cache.maxEntries")
+    for mode in (many, codegen):
+        mode.add_argument("--events", type=int, default=200, help="events per micro-batch")
+        mode.add_argument("--trigger", default="100ms", help="the run's trigger interval")
+    for mode in (many, catch_up, codegen):
         mode.add_argument("--set", action="append", default=[], dest="sets")
     args = parser.parse_args()
     if args.mode == "many" and args.root is not None:
@@ -84,6 +95,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="streamsmith-cost-") as tmp:
         if args.mode == "many":
             run_many(Path(tmp), args)
+        elif args.mode == "codegen":
+            run_codegen(Path(tmp), args)
         else:
             run_catch_up(Path(tmp), args)
 
@@ -226,15 +239,21 @@ def batch_ms(root: Path, batches: int) -> float:
 # -- many micro-batches ---------------------------------------------------------------
 
 
-def run_many(root: Path, args: argparse.Namespace) -> None:
+def input_files(root: Path) -> tuple[Path, int]:
+    """The run's input folder and the files dropped so far (by an earlier sitting,
+    archived by ``sources.ads.archive`` or not yet); a new root gets its campaigns."""
     inbox = root / "input" / "ysb"
-    campaigns = ysb_campaigns()
-    # Files dropped by an earlier sitting, archived (sources.ads.archive) or not yet.
     number = sum(len(list(folder.glob("ysb-*.json"))) for folder in (inbox, root / ARCHIVE))
     if not number:
         subprocess.run(cli(root, "generate", "ysb", "--events", "1", "--to", str(root / "seed")),
                        check=True, capture_output=True)  # the campaigns table  # fmt: skip
         inbox.mkdir(parents=True)
+    return inbox, number
+
+
+def run_many(root: Path, args: argparse.Namespace) -> None:
+    inbox, number = input_files(root)
+    campaigns = ysb_campaigns()
     start_run = cli(root, "run", "ysb", "--trigger", f"interval={args.trigger}", sets=args.sets)
     run = start(start_run, root)
     committed = last_commit(table_checkpoint(root)) if number else -1
@@ -323,6 +342,74 @@ def sample(
           f"{restart:>9.1f} {status:>6.2f} {show:>9.2f} {query:>6.2f} {unread:>6} {load:>5.1f}",
           flush=True)  # fmt: skip
     return run
+
+
+# -- the cache of generated code -----------------------------------------------------
+
+CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
+METRICS_PERIOD_S = 5
+
+
+def run_codegen(root: Path, args: argparse.Namespace) -> None:
+    sizes = [int(size) for size in args.sizes.split(",")]
+    print(f"ysb, {args.batches} batches of {args.events} events, trigger {args.trigger}, "
+          f"sets {args.sets}; the second half measured")  # fmt: skip
+    print(f"{'cache':>6} {'compiled':>9} {'per batch':>9} {'CPU s/batch':>11} {'batch ms':>8} "
+          f"{'load':>5}")  # fmt: skip
+    for size in sizes:
+        arm = root / f"cache-{size}"
+        metrics = arm / "metrics"
+        metrics.mkdir(parents=True)
+        sink = "spark.conf.spark.metrics.conf.*.sink.csv"
+        sets = [*args.sets, f"spark.conf.{CODEGEN_CACHE}={size}",
+                f"{sink}.class=org.apache.spark.metrics.sink.CsvSink",
+                f"{sink}.directory={metrics}", f"{sink}.period={METRICS_PERIOD_S}"]  # fmt: skip
+        inbox, number = input_files(arm)
+        campaigns = ysb_campaigns()
+        run = start(cli(arm, "run", "ysb", "--trigger", f"interval={args.trigger}", sets=sets), arm)
+        found, committed = checkpoints(arm), -1
+        half: tuple[float, int, float] | None = None
+        while committed + 1 < args.batches:
+            batch_file(inbox, number, args.events, campaigns)
+            number += 1
+            committed = wait_for_commit(found, committed, run)
+            if half is None and committed + 1 >= args.batches // 2:
+                half = (time.time(), committed, cpu_seconds(run.pid))
+        end = (time.time(), committed, cpu_seconds(run.pid))
+        load = os.getloadavg()[1]
+        time.sleep(METRICS_PERIOD_S + 1)  # the sink's next report covers the last batch
+        stop(run)
+        assert half is not None
+        batches = end[1] - half[1]
+        compiled = compilations(metrics, end[0]) - compilations(metrics, half[0])
+        print(f"{size:>6} {compiled:>9} {compiled / batches:>9.2f} "
+              f"{(end[2] - half[2]) / batches:>11.2f} {batch_ms(arm, batches):>8.0f} "
+              f"{load:>5.1f}", flush=True)  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of ``pid``, its JVM and the JVM's ended children (the
+    short processes Hadoop starts on a local disk)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for process in (pid, jvm_of(pid)):
+        if process is not None:
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    return total / ticks
+
+
+def compilations(metrics: Path, at: float) -> int:
+    """Classes Spark's driver had compiled by ``at`` (epoch seconds), from its CSV sink."""
+    found = list(metrics.glob("*.CodeGenerator.compilationTime.csv"))
+    if len(found) != 1:
+        raise SystemExit(f"no single CodeGenerator.compilationTime in {metrics}: {found}")
+    count = 0
+    for line in found[0].read_text().splitlines()[1:]:
+        moment, value = line.split(",")[:2]
+        if float(moment) <= at:
+            count = int(value)
+    return count
 
 
 # -- catch-up at several sizes --------------------------------------------------------

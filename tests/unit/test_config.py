@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamsmith.apps import get_app
 from streamsmith.apps.cloudtrail import DEFAULT_SPEC
@@ -236,6 +237,12 @@ def test_session_defaults_for_this_machine() -> None:
         "RocksDBStateStoreProvider"
     )
     assert "spark.driver.bindAddress" not in default_conf(SparkSpec(master="spark://h:7077"))
+
+
+def test_live_session_keeps_the_generated_code_of_a_run(spark: SparkSession) -> None:
+    """Spark's cache of generated classes is static: set when the session starts, to 1,000
+    classes (Spark keeps 100; a run's queries and Delta commits use several hundred)."""
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
 
 
 def test_kafka_sources_are_validated(tmp_path: Path) -> None:

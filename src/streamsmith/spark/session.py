@@ -71,6 +71,12 @@ RETAINED_HISTORY = {
     "spark.ui.retainedStages": "100",
 }
 DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+# Spark keeps the classes it generates for the last 100 plans and expressions (its default)
+# and compiles anew what fell out. A run's queries with their Delta commits, snapshots and
+# checkpoints use more: at 100 an always-on ysb run compiled 67 classes a micro-batch, at
+# 1,000 four (benchmarks/README.md, `cost_over_time.py codegen`).
+CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
+CODEGEN_CACHE_ENTRIES = "1000"
 # Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -126,6 +132,7 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         # keeps the last 1,000 of each in the driver's heap for its UI (off here), so the
         # heap would grow for a thousand batches. A tenth of that serves the listeners.
         **RETAINED_HISTORY,
+        CODEGEN_CACHE: CODEGEN_CACHE_ENTRIES,
         # JDBC clients of `streamsmith sql-server` share the session that holds the lake
         # views and the memory tables, instead of each getting an empty one.
         "spark.sql.hive.thriftServer.singleSession": "true",

@@ -100,3 +100,11 @@ def test_import_contracts_hold(capsys: pytest.CaptureFixture[str]) -> None:
     """The contracts of pyproject.toml's [tool.importlinter] (also `make lint`)."""
     failed = lint_imports(config_filename=str(PYPROJECT), no_cache=True, no_logo=True)
     assert failed == 0, capsys.readouterr().out
+
+
+def test_each_command_group_module_stays_short() -> None:
+    """The command line is one thin module per command group (docs/development.md): one
+    that grows past 300 lines holds logic that belongs below it, or a second group."""
+    cli = Path(__file__).resolve().parents[2] / "src/streamsmith/cli"
+    lines = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in cli.glob("*.py")}
+    assert {name: n for name, n in lines.items() if n >= 300} == {}

@@ -24,6 +24,7 @@ import typer
 import typer.main
 
 from streamsmith.cli import (
+    checkpoints,
     demo,
     init,
     jvm,
@@ -57,13 +58,13 @@ cli.command("dry-run")(pipeline.dry_run)
 cli.command("run")(pipeline.run)
 cli.command("backfill")(pipeline.backfill)
 cli.command("status")(monitoring.status)
-cli.command("check-upgrade")(pipeline.check_upgrade)
+cli.command("check-upgrade")(checkpoints.check_upgrade)
 cli.command("dashboard")(monitoring.dashboard)
 cli.command("query")(sql.query)
 cli.command("sql-server")(sql.sql_server)
 cli.command("demo")(demo.demo)
 cli.add_typer(generate_cli, name="generate")
-cli.add_typer(pipeline.checkpoint_cli, name="checkpoint")
+cli.add_typer(checkpoints.checkpoint_cli, name="checkpoint")
 cli.add_typer(schema.schema_cli, name="schema")
 cli.add_typer(table.table_cli, name="table")
 cli.add_typer(services.db_cli, name="db")

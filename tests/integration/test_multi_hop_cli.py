@@ -37,10 +37,13 @@ def test_dry_run_draws_the_graph_and_rejects_a_cycle(tmp_path: Path) -> None:
     shown = streamsmith(tmp_path, "dry-run")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.rstrip().endswith(
-        "dependency graph (flows start in this order):\n"
+        "dependency graph (sources -> flows -> what they write; flows start in this order):\n"
         "  source raw_orders -> cleaned\n"
+        "  cleaned -> table cleaned, quarantine cleaned_quarantine\n"
         "  cleaned -> totals (table cleaned, appended rows)\n"
+        "  totals -> table totals\n"
         "  totals -> history (table totals, its change data feed)\n"
+        "  history -> table history\n"
         # tables no run has created yet stand in empty, in a scratch folder: none is made
         "analysed by Spark against their sources: flow cleaned, flow totals, flow history"
     )

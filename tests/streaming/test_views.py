@@ -54,8 +54,10 @@ def test_views_are_recomputed_after_each_catch_up_run(spark: SparkSession, tmp_p
     assert "materialized view by_customer: Orders and spend per customer.\n" in plan
     assert "  refreshed after a run of orders\n" in plan
     assert plan.endswith(
-        "dependency graph (flows start in this order, then the views refresh):\n"
+        "dependency graph (sources -> flows -> what they write; flows start in this order, "
+        "then the views refresh):\n"
         "  source raw -> orders\n"
+        "  orders -> table orders, quarantine orders_quarantine\n"
         "  orders -> by_customer (materialized view, reads table orders)\n"
         "  by_customer -> big_spenders (materialized view, reads view by_customer)\n"
     )

@@ -65,10 +65,13 @@ def test_flows_start_upstream_first_and_dry_run_draws_the_graph(tmp_path: Path) 
     assert totals.source_path == tmp_path / "data/tables/cleaned"
     text = describe_plan(plan)
     assert text.endswith(
-        "dependency graph (flows start in this order):\n"
+        "dependency graph (sources -> flows -> what they write; flows start in this order):\n"
         "  source raw_orders -> cleaned\n"
+        "  cleaned -> table cleaned, quarantine cleaned_quarantine\n"
         "  cleaned -> totals (table cleaned, appended rows)\n"
-        "  totals -> history (table totals, its change data feed)"
+        "  totals -> table totals\n"
+        "  totals -> history (table totals, its change data feed)\n"
+        "  history -> table history"
     )
     source = tmp_path / "data/tables/totals"
     assert f"source totals_feed: delta table totals at {source}, as a stream of its change" in text
@@ -78,6 +81,18 @@ def test_flows_start_upstream_first_and_dry_run_draws_the_graph(tmp_path: Path) 
         ("cleaned", "flow", "totals", "flow"),
         ("totals", "flow", "history", "flow"),
     ]
+
+
+def test_dry_run_draws_the_graph_of_a_single_flow_too(tmp_path: Path) -> None:
+    """A one-hop pipeline has a graph as well: how a user checks what they wrote."""
+    document = copy.deepcopy(SHOP)
+    document["sources"] = {"raw_orders": SHOP["sources"]["raw_orders"]}
+    document["flows"] = {"cleaned": SHOP["flows"]["cleaned"]}
+    assert describe_plan(plan_of(tmp_path, document)).endswith(
+        "dependency graph (sources -> flows -> what they write; flows start in this order):\n"
+        "  source raw_orders -> cleaned\n"
+        "  cleaned -> table cleaned, quarantine cleaned_quarantine"
+    )
 
 
 @pytest.mark.parametrize(

@@ -114,17 +114,25 @@ def graph_edges(plan: Plan) -> list[GraphEdge]:
 
 
 def describe_graph(plan: Plan) -> list[str]:
-    """The flows' dependency graph, one edge a line, in the order the flows start
-    (nothing when no flow reads another's table)."""
-    if not any(plan.upstream(flow) for flow in plan.flows) and not plan.views:
-        return []
+    """The pipeline's dependency graph, one edge a line: what each flow reads (a source,
+    or another flow's table), then what it writes, in the order the flows start; then
+    what each materialized view reads. Every pipeline has one: it is how a user checks
+    that the spec says what they meant."""
     then = ", then the views refresh" if plan.views else ""
-    lines = [f"dependency graph (flows start in this order{then}):"]
-    for edge in graph_edges(plan):
-        if edge.source_kind == "source":
-            lines.append(f"  source {edge.source} -> {edge.target}")
-        elif edge.target_kind == "view":
+    order = f"flows start in this order{then}"
+    lines = [f"dependency graph (sources -> flows -> what they write; {order}):"]
+    edges = graph_edges(plan)
+    for flow in plan.flows:
+        for edge in edges:
+            if edge.target != flow.name or edge.target_kind != "flow":
+                continue
+            if edge.source_kind == "source":
+                lines.append(f"  source {edge.source} -> {edge.target}")
+            else:
+                lines.append(f"  {edge.source} -> {edge.target} ({edge.how})")
+        written = ", ".join(f"{output.kind} {output.table}" for output in flow.outputs)
+        lines.append(f"  {flow.name} -> {written}")
+    for edge in edges:
+        if edge.target_kind == "view":
             lines.append(f"  {edge.source} -> {edge.target} (materialized view, {edge.how})")
-        else:
-            lines.append(f"  {edge.source} -> {edge.target} ({edge.how})")
     return lines

@@ -61,28 +61,50 @@ def _delta(table: str, root: str | None) -> Any:
 
 
 @table_cli.command("history")
-def history(table: Table, root: Root = None, fmt: Format = "table") -> None:
-    """Every version of the table, newest first: when, which operation, with what, and
-    the columns it added or changed (schema evolution)."""
-    from streamsmith.io.delta_log import schema_changes
+def history(
+    table: Table,
+    root: Root = None,
+    fmt: Format = "table",
+    details: Annotated[
+        bool,
+        typer.Option(
+            "--details", help="Also each version's parameters (a MERGE's predicates) and metrics."
+        ),
+    ] = False,
+) -> None:
+    """Every version of the table, newest first, one line each: when, which operation,
+    the rows it was given and what it changed (`+inserted ~updated -deleted`), the query
+    that wrote it and the columns it added or changed (schema evolution). `--details`,
+    and `--format json` always, add the operation's parameters and metrics."""
+    from streamsmith.io.delta_log import commit_writers, rows_in_out, schema_changes
+    from streamsmith.io.lake_paths import CHECKPOINTS_DIR
+    from streamsmith.runtime.checkpoint_files import query_names_by_id
 
     check_format(fmt)
     path = _delta_path(table, root)
     entries = _delta(table, root).history()
-    changes = schema_changes(path, (int(e["version"]) for e in entries if "version" in e))
-    rows = [
-        [
-            entry.get("version"),
-            _when(entry.get("timestamp")),
-            entry.get("operation"),
-            changes.get(entry.get("version", -1), ""),
-            json.dumps(entry.get("operationParameters") or {}, sort_keys=True),
-            json.dumps(entry.get("operationMetrics") or {}, sort_keys=True),
-        ]
-        for entry in entries
-    ]
-    columns = ["version", "timestamp", "operation", "schema", "parameters", "metrics"]
-    print_rows(rows, columns, table, fmt)
+    versions = [int(e["version"]) for e in entries if "version" in e]
+    changes = schema_changes(path, versions)
+    writers = commit_writers(path, versions)
+    queries = query_names_by_id(storage_root(root) / CHECKPOINTS_DIR) if writers else {}
+    details = details or fmt == "json"
+    rows = []
+    for entry in entries:
+        version = entry.get("version", -1)
+        metrics = entry.get("operationMetrics") or {}
+        rows_in, rows_out = rows_in_out(metrics)
+        writer = writers.get(version, "")
+        by = writer.split(":", 2)[2] if writer.startswith("streamsmith:") else writer
+        row = [entry.get("version"), _when(entry.get("timestamp")), entry.get("operation"),
+               rows_in, rows_out, queries.get(by, by), changes.get(version, "")]  # fmt: skip
+        parameters = entry.get("operationParameters") or {}
+        if fmt == "json":
+            row += [parameters, metrics]
+        elif details:
+            row += [json.dumps(parameters, sort_keys=True), json.dumps(metrics, sort_keys=True)]
+        rows.append(row)
+    columns = ["version", "timestamp", "operation", "rows_in", "rows_out", "by", "schema"]
+    print_rows(rows, columns + ["parameters", "metrics"] * details, table, fmt)
 
 
 @table_cli.command("optimize")

@@ -1,4 +1,5 @@
-"""What a Delta table's versions changed in its schema, from its transaction log.
+"""What a Delta table's versions did, from its transaction log: the schema they changed,
+the query that wrote them, the rows they changed.
 
 Delta's history names each commit's operation (``STREAMING UPDATE``, ``MERGE`` ...) but
 not that a streaming append with ``mergeSchema`` added a column: the commit only carries
@@ -52,21 +53,57 @@ def describe_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def commit_writers(path: Path, versions: Iterable[int]) -> dict[int, str]:
+    """Per version of ``versions`` whose commit carries a ``txn`` action, its ``appId``:
+    the query id of a streaming append (Delta's streaming sink), or the ``txnAppId`` of
+    a ``foreachBatch`` write (``streamsmith:<app>:<query>``): which query wrote it."""
+    writers = {}
+    for version in versions:
+        for action in _actions(path / LOG_DIR / f"{version:020d}.json", '"txn"'):
+            app_id = (action.get("txn") or {}).get("appId")
+            if app_id:
+                writers[version] = str(app_id)
+                break
+    return writers
+
+
+def rows_in_out(metrics: Mapping[str, Any]) -> tuple[int | None, str]:
+    """What a version did to the table's rows, from its ``operationMetrics``: the rows it
+    was given (a MERGE's source rows, an append's rows) and its change, ``+inserted
+    ~updated -deleted`` for a MERGE, ``+rows`` for an append, ``-rows`` for a DELETE;
+    (None, "") for an operation that changes no row (OPTIMIZE, a schema change)."""
+
+    def count(name: str) -> int:
+        return int(metrics.get(name) or 0)
+
+    if "numSourceRows" in metrics:
+        changed = (count(f"numTargetRows{kind}") for kind in ("Inserted", "Updated", "Deleted"))
+        return count("numSourceRows"), "+{} ~{} -{}".format(*changed)
+    if "numOutputRows" in metrics:
+        return count("numOutputRows"), f"+{count('numOutputRows')}"
+    if "numDeletedRows" in metrics:
+        return None, f"-{count('numDeletedRows')}"
+    return None, ""
+
+
 def _committed_schema(commit: Path) -> dict[str, Any] | None:
     """The schema a commit's ``metaData`` action sets, if it has one."""
-    try:
-        lines = commit.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return None
-    for line in lines:
-        if '"metaData"' not in line:
-            continue
-        action = json.loads(line).get("metaData") or {}
-        text = action.get("schemaString")
+    for action in _actions(commit, '"metaData"'):
+        text = (action.get("metaData") or {}).get("schemaString")
         if text:
             schema: dict[str, Any] = json.loads(text)
             return schema
     return None
+
+
+def _actions(commit: Path, word: str) -> list[dict[str, Any]]:
+    """The actions of a commit file whose line holds ``word`` (none when the file is
+    gone: cleaned up past the log retention)."""
+    try:
+        lines = commit.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if word in line]
 
 
 def _schema_at(path: Path, version: int) -> dict[str, Any]:

@@ -83,6 +83,20 @@ def read_checkpoint(
     return view
 
 
+def query_names_by_id(checkpoints: Path) -> dict[str, str]:
+    """Each query id in the checkpoints under ``checkpoints`` (``<root>/checkpoints``)
+    with its query's name (``<app>.<flow>``, a side query's role after it), read from
+    the ``metadata`` files: what names the writer of a Delta version a streaming append
+    committed, which records only the query's id."""
+    names = {}
+    for metadata in sorted(checkpoints.glob("*/*/metadata")):
+        query_id = json.loads(metadata.read_text(encoding="utf-8")).get("id")
+        if query_id:
+            app, folder = metadata.parent.parent.name, metadata.parent.name
+            names[str(query_id)] = f"{app}.{folder.replace('__', '.')}"
+    return names
+
+
 def _operator(folder: Path) -> StateOperator:
     """An operator from its metadata file: version 1 at ``_metadata/metadata``, version 2
     (transformWithState) the newest of ``_metadata/v2/<batch>``."""

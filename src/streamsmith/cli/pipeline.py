@@ -63,14 +63,18 @@ def dry_run(
     application, pipeline = spec_for(app, spec, set_, root, keep_inferred=False)
     plan = build_plan(application, pipeline, trigger(trigger_))
     say(describe_plan(plan))
-    if plan_only:
-        return
     from streamsmith.runtime.start import analyse_flows, analysed_flows
 
     flows = analysed_flows(plan)
+    names = ", ".join(f"flow {flow.name}" for flow in flows)
+    if plan_only:
+        if flows:  # what a flow's output holds only Spark's analysis knows
+            names += "; the columns their code, expectations, sinks and cdc name"
+            say(f"not analysed (--plan-only): {names} are checked by `streamsmith dry-run`",
+                to_stderr=True)  # fmt: skip
+        return
     if flows:
         analyse_flows(session(pipeline, application.name), plan)
-        names = ", ".join(f"flow {flow.name}" for flow in flows)
         whose = "its source" if len(flows) == 1 else "their sources"
         say(f"analysed by Spark against {whose}: {names}")
 

@@ -111,22 +111,33 @@ def create_read_tables(spark: SparkSession, plan: Plan) -> None:
 
 
 def check_user_flows(spark: SparkSession, plan: Plan) -> None:
-    """Build the frames of every flow whose code the spec names (SQL, ``module:function``)
-    or that has expectations, without starting anything, so a mistake Spark's analyser
-    finds in them (an unknown column, SQL that does not parse, an expectation that is not
-    a boolean) fails the run before any query starts, naming the flow."""
+    """Build the frames of every flow whose code the spec names (SQL, ``module:function``),
+    that has expectations or whose rows are change events (``cdc``), without starting
+    anything, so a mistake Spark's analyser finds in them (an unknown column, SQL that
+    does not parse, an expectation that is not a boolean) or a column its sinks name
+    that its output lacks (:meth:`Sink.check`: keys, partitions, cdc) fails the run
+    before any query starts, naming the flow."""
     for flow in analysed_flows(plan):
         try:
-            flow_frames(spark, flow, plan.root, streaming=True)
+            frames = flow_frames(spark, flow, plan.root, streaming=True)
         except ExpectationError as exc:
             key = ("flows", flow.name, "expect", exc.expectation.name)
             origin = plan.spec.origin_of(key) if _in_spec(plan, key) else "its code"
             raise UserError(f"{origin}: flows.{flow.name}: {exc}") from None
+        for sink in flow.sinks:
+            sink.sink.check(output_frame(frames, sink))
 
 
 def analysed_flows(plan: Plan) -> list[FlowPlan]:
-    """The flows :func:`check_user_flows` analyses."""
-    return [flow for flow in plan.flows if flow.definition.from_spec or flow.expectations]
+    """The flows :func:`check_user_flows` analyses: a user's own (a reference app's
+    code is tested with the app), or with expectations or change events to check."""
+    return [
+        flow
+        for flow in plan.flows
+        if flow.definition.from_spec
+        or flow.expectations
+        or any(sink.sink.context.cdc is not None for sink in flow.sinks)
+    ]
 
 
 def analyse_flows(spark: SparkSession, plan: Plan) -> None:

@@ -29,6 +29,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from streamsmith.config import CdcSpec, PipelineSpec, StrictModel, Trigger
+from streamsmith.errors import UserError
 from streamsmith.io.lake import (
     TableFormat,
     read_table,
@@ -185,6 +186,25 @@ class Sink(ABC):
         """Why this sink, as configured, cannot run ``mode`` (one of ``output_modes``),
         or None; checked when the plan is built, before Spark starts."""
         return None
+
+    def named_columns(self) -> dict[str, tuple[str, ...]]:
+        """The columns of the flow's output that the sink's options name, by option."""
+        return {"partition_by": self.partition_by}
+
+    def check(self, frame: DataFrame) -> None:
+        """Refuse (``UserError``, one line naming the flow and the option) an output
+        ``frame`` this sink cannot write: one lacking a column the sink's options name.
+        ``run`` calls it for each flow it analyses before any query starts, ``dry-run``
+        over its empty stand-ins: one check for both commands."""
+        where = ".".join(self.context.key[2:])
+        for option, columns in self.named_columns().items():
+            missing = [column for column in columns if column not in frame.columns]
+            if missing:
+                raise UserError(
+                    f"flow {self.context.flow!r}: {where}.{option} names column(s) "
+                    f"{', '.join(missing)} that the flow's output lacks (its columns: "
+                    f"{', '.join(frame.columns)})"
+                )
 
     @abstractmethod
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:

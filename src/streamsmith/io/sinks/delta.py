@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from pydantic import model_validator
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
@@ -91,6 +93,31 @@ class DeltaSink(LakeBackedSink):
                 "(e.g. keys: [campaign_id, window_start])"
             )
         return None
+
+    def named_columns(self) -> dict[str, tuple[str, ...]]:
+        return {**super().named_columns(), "keys": self.options.keys}
+
+    def check(self, frame: DataFrame) -> None:
+        """Besides the named columns, a cdc flow's rules over the output: the columns
+        ``cdc`` names (:meth:`change_rules`, as ``run`` checks them when it creates the
+        table) and the expressions it computes from them."""
+        super().check(frame)
+        rules = self.change_rules(frame)
+        if rules is None:
+            return
+        for option, sql in (("sequence_by", rules.sequence_by),
+                            ("apply_as_deletes", rules.apply_as_deletes)):  # fmt: skip
+            if sql is None:
+                continue
+            try:
+                frame.select(F.expr(sql))
+            except (AnalysisException, ParseException) as exc:
+                first = next((line for line in str(exc).splitlines() if line.strip()), str(exc))
+                raise UserError(
+                    f"flow {self.context.flow!r}: cdc.{option} {sql!r} cannot be computed from "
+                    f"the flow's output (its columns: {', '.join(frame.columns)}): "
+                    f"{first.rstrip(';')}"
+                ) from None
 
     def create(self, spark: SparkSession, frame: DataFrame, at: Path | None = None) -> bool:
         path = at or self.lake_path

@@ -63,6 +63,9 @@ class PostgresTableSink(Sink):
     def target(self) -> str:
         return self.options.table
 
+    def named_columns(self) -> dict[str, tuple[str, ...]]:
+        return {"key": self.options.key}
+
     @cached_property
     def dsn(self) -> str:
         """The server's connection string (a secret), resolved once, on first use."""

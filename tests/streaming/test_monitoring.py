@@ -293,6 +293,14 @@ def test_a_sql_flow_reports_the_records_it_read_and_the_rows_it_wrote(
     assert (batch["input_rows"], batch["output_rows"]) == (11, 1)
     (end,) = [e for e in events if e["event"] == "run_finished"]
     assert (end["input_rows"], end["output_rows"]) == (22, 3)
+    # The record without an id is quarantined: the run's lines and its end say so.
+    (side,) = [q for q in report.queries if q.name == "rw.big.quarantine"]
+    assert side.summary() == "rw.big.quarantine: 1 batches, 1 records quarantined"
+    assert main.summary() == "rw.big: 1 batches, 11 records read, 1 rows written"
+    assert (end["quarantined"], end["late"]) == (1, 0)
+    assert end["message"] == (
+        "3 queries, 22 records read, 3 rows written, 1 quarantined, 0 late, 0 failed"
+    )
 
 
 def test_a_kafka_flow_reports_how_long_its_records_waited_in_status_and_the_dashboard(

@@ -441,3 +441,15 @@ def test_the_dashboard_says_how_far_behind_a_watermark_is_and_charts_main_querie
     data = fold.data()
     assert list(data["series"]) == ["a.f", "a.g", "a.f.quarantine", "a.f.late"]
     assert {q["query"]: q["watermark_behind"] for q in data["queries"]}["a.f"] == ("1.5 min behind")
+
+
+def test_a_cdc_flows_line_says_its_rows_are_change_events() -> None:
+    from streamsmith.runtime.supervisor import QueryOutcome
+
+    applied = QueryOutcome("census.countries", 2, 9, output_rows=8, changes=True)
+    assert applied.summary() == (
+        "census.countries: 2 batches, 9 records read, 8 rows written (change events, "
+        "applied by key)"
+    )
+    late = QueryOutcome("census.countries.late", 2, 9, role="late", output_rows=1)
+    assert late.summary() == "census.countries.late: 2 batches, 1 late events recorded"

@@ -149,8 +149,7 @@ def run(
         if server is not None:
             server.stop()
     for query in report.queries:
-        say(f"{query.name}: {query.batches} batches, {query.input_rows} records read, "
-            f"{query.output_rows} rows written")  # fmt: skip
+        say(query.summary())
 
 
 def _loaded_with_input(
@@ -200,8 +199,10 @@ def _nothing_new(plan: Plan) -> bool:
         return False
     record_nothing_new(plan, reason)
     say(f"{plan.app.name}: {reason}; no query started", to_stderr=True)
+    from streamsmith.runtime.supervisor import QueryOutcome
+
     for output in plan.outputs:
-        say(f"{output.query_name}: 0 batches, 0 records read, 0 rows written")
+        say(QueryOutcome(output.query_name, role=output.role).summary())
     return True
 
 

@@ -36,8 +36,14 @@ from streamsmith.config import parse_duration
 from streamsmith.errors import UserError
 from streamsmith.io.admission import FileLimits
 from streamsmith.io.decoding import damaged_gzip
+from streamsmith.monitor import observed
 from streamsmith.monitor.lag import FileSourceProbe
-from streamsmith.monitor.progress import records_read, rows_written
+from streamsmith.monitor.progress import (
+    LATE_METRIC,
+    QUARANTINE_METRIC,
+    records_read,
+    rows_written,
+)
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.describe import graph_edges
 from streamsmith.runtime.input_archive import ARCHIVE_EVERY_S, archive_inputs
@@ -46,6 +52,9 @@ from streamsmith.runtime.schema_change import add_new_fields, error_text, refuse
 from streamsmith.runtime.start import Started, prepare_flows, start_flow, stop_gracefully
 
 log = logging.getLogger(__name__)
+
+# What a side query's writer reports its rows as (``monitor.observed``), by its role.
+SIDE_METRICS = {"quarantine": QUARANTINE_METRIC, "late": LATE_METRIC}
 
 _POLL_SECONDS = 0.5
 _RESIZE_CHECK_SECONDS = 2.0  # how often adaptive file sources list their input
@@ -64,7 +73,20 @@ class QueryOutcome:
     input_rows: int = 0  # the records read (see monitor.progress.records_read)
     error: str | None = None
     role: str = "main"  # or a side query's (quarantine, late), which re-reads the input
-    output_rows: int = 0  # the rows written
+    output_rows: int = 0  # the rows written (a side query's: quarantined, late)
+    changes: bool = False  # a cdc flow's: its rows are change events, applied by key
+
+    def summary(self) -> str:
+        """The query's line in ``run``'s summary. A side query's records read are its
+        flow's again: it says what it kept; a cdc flow's rows written are change events
+        (a table row may take several, or none: a delete)."""
+        done = f"{self.name}: {self.batches} batches"
+        if self.role == "quarantine":
+            return f"{done}, {self.output_rows} records quarantined"
+        if self.role == "late":
+            return f"{done}, {self.output_rows} late events recorded"
+        changes = " (change events, applied by key)" if self.changes else ""
+        return f"{done}, {self.input_rows} records read, {self.output_rows} rows written{changes}"
 
 
 @dataclass
@@ -112,8 +134,19 @@ class Supervised:
         self.batches += len(new)
         batches = [json.loads(p.json) for p in new]
         self.input_rows += sum(records_read(batch) for batch in batches)
-        self.output_rows += sum(rows_written(batch) for batch in batches)
+        self.output_rows += sum(self._written(batch) for batch in batches)
         self._seen = max(str(p.timestamp) for p in new)
+
+    def _written(self, progress: dict[str, Any]) -> int:
+        """The rows a batch wrote; a side query's writer counts them itself where its
+        batch skips (or replaces) the frame Spark observes (``monitor.observed``)."""
+        metric = SIDE_METRICS.get(self.output.role)
+        if metric is not None:
+            query, batch = str(progress.get("name")), int(progress["batchId"])
+            noted = observed.take(query, batch, metric, reader="run")
+            if noted is not None:
+                return noted
+        return rows_written(progress)
 
 
 class Supervisor:
@@ -369,6 +402,7 @@ class Supervisor:
                     slot.error if slot.state == "failed" else None,
                     slot.output.role,
                     slot.output_rows,
+                    changes=slot.output.role == "main" and slot.output.sink.context.cdc is not None,
                 )
                 for slot in self.slots
             ]
@@ -464,7 +498,8 @@ def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> di
     gave a query up, ``run_stopped`` when asked to stop, else ``run_finished``;
     ``input_rows`` are the records its flows read, ``output_rows`` the rows they wrote
     (see :func:`_rows_read`)."""
-    rows = {"input_rows": _rows_read(report), "output_rows": _rows_written(report)}
+    rows = {"input_rows": _rows_read(report), "output_rows": _rows_written(report),
+            **{role: _side_rows(report, role) for role in ("quarantined", "late")}}  # fmt: skip
     if error is not None or report.failed:
         message = error or failures(report)
         return {"event": "run_failed", **rows, "message": message}
@@ -547,9 +582,16 @@ def _rows_written(report: RunReport) -> int:
     return sum(query.output_rows for query in report.queries if query.role == "main")
 
 
+def _side_rows(report: RunReport, kept: str) -> int:
+    """The rows a run's side queries kept: ``quarantined`` or ``late``."""
+    role = {"quarantined": "quarantine", "late": "late"}[kept]
+    return sum(query.output_rows for query in report.queries if query.role == role)
+
+
 def _summary(report: RunReport) -> str:
     failed = len(report.failed)
     return (
         f"{len(report.queries)} queries, {_rows_read(report)} records read, "
-        f"{_rows_written(report)} rows written, {failed} failed"
+        f"{_rows_written(report)} rows written, {_side_rows(report, 'quarantined')} "
+        f"quarantined, {_side_rows(report, 'late')} late, {failed} failed"
     )

@@ -86,18 +86,37 @@ def load_pipeline(
             overrides=overrides,
             storage_root=storage_root,
         )
-        return app, with_value_schemas(spec, folder)
+        return app, with_source_folders(with_value_schemas(spec, folder), folder)
     document = read_spec_yaml(path)
     library = load_libraries(document, folder, str(path))
     defaults = _flow_defaults(document, library)
     spec = load_spec_file(
         path, files, sets, overrides=overrides, storage_root=storage_root, flows=defaults
     )
-    spec = with_value_schemas(spec, folder)
+    spec = with_source_folders(with_value_schemas(spec, folder), folder)
     # What the flows fall back on, laid under each flow as the spec loader lays it.
     document = {**document, "flows": deep_merge(defaults, document.get("flows") or {})}
     app = pipeline_app(spec, folder, str(path), document, library.flows, keep_inferred)
     return app, spec
+
+
+def with_source_folders(spec: PipelineSpec, folder: Path) -> PipelineSpec:
+    """``spec`` with each relative source ``path`` that names a file or folder beside the
+    spec (from its ``folder``, as ``libraries`` and ``sql`` files are found) made
+    absolute, so input kept beside the spec is read under any storage root. A relative
+    path that names nothing there stays under the storage root, the rule before this one:
+    the reference apps, ``streamsmith generate`` and projects made by earlier versions
+    keep their input there, and a run waiting for its first input watches it there."""
+    sources = {}
+    for name, source in spec.sources.items():
+        given = Path(source.path).expanduser() if source.path else None
+        if given is None or given.is_absolute() or "://" in str(source.path):
+            sources[name] = source
+            continue
+        beside = folder / given
+        found = beside.exists()
+        sources[name] = source.model_copy(update={"path": str(beside)}) if found else source
+    return spec.model_copy(update={"sources": sources})
 
 
 def with_value_schemas(spec: PipelineSpec, folder: Path) -> PipelineSpec:

@@ -124,7 +124,11 @@ class SourceSpec(StrictModel):
         pattern=IDENTIFIER,
         description="json, jsonl, csv, text, parquet, kafka, or a source plug-in (rate, ...)",
     )
-    path: str | None = Field(default=None, description="directory; relative to storage_root")
+    path: str | None = Field(
+        default=None,
+        description="directory; a relative one from the spec's folder where it is there, "
+        "else under storage_root",
+    )
     glob: str | None = Field(default=None, description="file name filter, e.g. *.json.gz")
     recursive: bool = Field(default=True, description="read files in subfolders too")
     max_files_per_trigger: int | None = Field(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import streamsmith
 from streamsmith.config import AlertRules, load_spec
 from streamsmith.monitor.alerts import SloWatch
 from streamsmith.monitor.eventlog import EventLog, prune_event_logs, read_events
@@ -453,3 +454,42 @@ def test_a_cdc_flows_line_says_its_rows_are_change_events() -> None:
     )
     late = QueryOutcome("census.countries.late", 2, 9, role="late", output_rows=1)
     assert late.summary() == "census.countries.late: 2 batches, 1 late events recorded"
+
+
+def test_a_slow_batch_is_said_once_naming_the_stages_that_took_the_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's own "Current batch is falling behind" WARN (every slow batch, no cause) is
+    muted; the run says it once per query, with the stages of the batch's durationMs."""
+    import re
+
+    from streamsmith.monitor.recorder import Monitor
+
+    properties = (Path(streamsmith.__file__).parent / "log4j2.properties").read_text()
+    regexes = re.findall(r"^appender\.console\.filter\.\w+\.regex = (.*)$", properties, re.M)
+    spark_says = (
+        "Current batch is falling behind. The trigger interval is 10000 milliseconds, but "
+        "spent 15871 milliseconds"
+    )
+    assert any(re.fullmatch(regex.replace("\\\\", "\\"), spark_says) for regex in regexes)
+
+    spec = load_spec({"app": "a", "sources": {"s": {"format": "text", "path": "in"}},
+                      "flows": {"f": {"source": "s", "sink": {"table": "t"}}}})  # fmt: skip
+    monitor = Monitor(spec, tmp_path, {"a.f": 10.0})
+    durations = {"triggerExecution": 15871, "addBatch": 12100, "queryPlanning": 2050,
+                 "latestOffset": 900, "walCommit": 480, "getBatch": 3}  # fmt: skip
+    progress = json.dumps({"durationMs": durations})
+    try:
+        with caplog.at_level(logging.WARNING, logger="streamsmith"):
+            for batch in range(3):
+                slow = _progress("a.f", batch, query_id="x", batch_ms=15871, progress=progress)
+                monitor.record(slow)
+                monitor.record(_progress("a.f", batch + 10, query_id="x", batch_ms=900))
+    finally:
+        monitor.notifier.close()
+    said = [r.getMessage() for r in caplog.records if "trigger interval" in r.getMessage()]
+    assert said == [
+        "a.f: batch 0 took 15.9 s, longer than the 10 s trigger interval: addBatch 12.1 s, "
+        "queryPlanning 2.0 s, latestOffset 0.9 s, walCommit 0.5 s (said once; every slow "
+        "batch is a slow_batch alert in the event log)"
+    ]

@@ -8,6 +8,7 @@ sustained problem is one alert. Everything here is pure: records in, alerts out.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,7 @@ class SloWatch:
         if rules.slow_batches and interval > 0 and batch_ms and batch_ms > interval * 1000:
             found["slow_batch"] = (
                 f"batch {record.get('batch_id')} took {batch_ms / 1000:.1f} s, "
-                f"longer than the {interval:g} s trigger interval"
+                f"longer than the {interval:g} s trigger interval{slowest_stages(record)}"
             )
         lag = record.get("lag")
         if rules.max_lag is not None and lag is not None and lag > rules.max_lag:
@@ -89,3 +90,22 @@ class SloWatch:
                     f"limit {rules.max_quarantine_ratio:.1%})"
                 )
         return found
+
+
+def slowest_stages(record: Mapping[str, Any], most: int = 4) -> str:
+    """``: addBatch 12.1 s, queryPlanning 2.0 s`` from a progress record's batch
+    durations (Spark's ``durationMs``): the stages of at least 0.1 s, slowest first, which
+    say where a slow batch spent its time (writing, planning, listing the source, the
+    checkpoint's log); empty when the record has none."""
+    try:
+        durations = json.loads(str(record.get("progress") or "{}")).get("durationMs") or {}
+    except json.JSONDecodeError:
+        return ""
+    stages = sorted(
+        ((int(ms), stage) for stage, ms in durations.items()
+         if stage != "triggerExecution" and ms is not None and int(ms) >= 100),
+        reverse=True,
+    )  # fmt: skip
+    if not stages:
+        return ""
+    return ": " + ", ".join(f"{stage} {ms / 1000:.1f} s" for ms, stage in stages[:most])

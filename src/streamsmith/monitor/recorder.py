@@ -42,6 +42,7 @@ from streamsmith.secrets import REGISTRY, install_log_redaction
 from streamsmith.spark import jvm
 
 log = logging.getLogger(__name__)
+_SLOW_AFTER = "every slow batch is a slow_batch alert in the event log"
 _STATUS_EVERY_S = 60.0  # how often a run carries status's fold on
 
 
@@ -78,6 +79,7 @@ class Monitor:
         self.notifier = Notifier(spec.notify, self._notify_failed)
         self._forward = _kafka_forwarder(spec)
         self._names: dict[str, str] = {}  # query id -> name
+        self._said_slow: set[str] = set()  # queries whose slow batch the run said on stderr
         self._lock = threading.RLock()  # an alert is recorded while its progress is
         self.server: MonitorServer | None = None
         self.listener = ProgressListener(self)
@@ -120,6 +122,10 @@ class Monitor:
             self._keep_status()
             if written.get("event") == "progress":
                 for alert in self.slo.observe(written):
+                    if alert.rule == "slow_batch" and alert.query not in self._said_slow:
+                        self._said_slow.add(alert.query)
+                        said = (alert.query, alert.message, _SLOW_AFTER)
+                        log.warning("%s: %s (said once; %s)", *said)
                     self.record(
                         {
                             "event": "alert",

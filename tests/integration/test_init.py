@@ -15,9 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from deltalake import DeltaTable
-from tutorials import follow, run
+from tutorials import VENV, Shell, follow, run
 
-TUTORIAL = Path(__file__).resolve().parents[2] / "docs/tutorials/first-pipeline.md"
+ROOT = Path(__file__).resolve().parents[2]
+TUTORIAL = ROOT / "docs/tutorials/first-pipeline.md"
 # The windows the stream has closed (the watermark: 10:12 less 5 minutes), as
 # (window end, user, clicks): the records failing the expectations are not among them.
 CLOSED = [
@@ -70,7 +71,8 @@ def test_the_first_pipeline_tutorial_runs_as_written(home: Path) -> None:
         "streamsmith status": lambda r: assert_in("plausible_latency", r.stdout),
     }
     ran = []
-    for text, cwd, result in follow(TUTORIAL.read_text(encoding="utf-8"), home):
+    (home / ".venv").symlink_to(VENV)  # the checkout, where `make setup` made it
+    for text, cwd, result in follow(TUTORIAL.read_text(encoding="utf-8"), home, Shell.fresh()):
         if text in checks:
             checks[text](result)
         if text.startswith("streamsmith query"):
@@ -79,7 +81,8 @@ def test_the_first_pipeline_tutorial_runs_as_written(home: Path) -> None:
             assert_slow_clicks_in_postgres(data())
             assert_expectation_counts(run("streamsmith status --format json", cwd).stdout)
         ran.append(text)
-    assert ran[0] == "streamsmith init clicks" and ran[-1] == "streamsmith db stop"
+    assert ran[:2] == ["source .venv/bin/activate", "streamsmith init clicks"]
+    assert ran[-1] == "streamsmith db stop"
 
     # After the expectations: the same windows; the failing records are accounted for.
     tables = data() / "tables"
@@ -125,3 +128,21 @@ def assert_in(part: str, text: str) -> None:
 
 def assert_equal(got: object, expected: object) -> None:
     assert got == expected
+
+
+def test_the_readmes_first_commands_run_in_a_fresh_shell(tmp_path: Path) -> None:
+    """After `make setup`, in a new terminal in the checkout (its `.venv`), the README's
+    first commands work as printed, up to the first that starts Spark (the tutorial's
+    test runs those)."""
+    (tmp_path / ".venv").symlink_to(VENV)  # the checkout, where `make setup` made it
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Your first pipeline", 1)[1].split("```bash\n", 1)[1]
+    first = []
+    for line in block.split("```", 1)[0].splitlines():
+        if line.startswith("streamsmith run"):
+            break
+        first.append(line)
+    ran = [(command, cwd) for command, cwd, _ in follow(
+        "```bash\n" + "\n".join(first) + "\n```\n", tmp_path, Shell.fresh())]  # fmt: skip
+    assert ran[-1] == ("streamsmith init clicks", tmp_path)
+    assert (tmp_path / "clicks/streamsmith.yml").is_file()

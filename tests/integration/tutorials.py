@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import socket
 import subprocess
 import sys
@@ -27,33 +26,72 @@ def steps(markdown: str) -> Iterator[tuple[str, str, str | None]]:
 
 
 def follow(
-    markdown: str, home: Path
+    markdown: str, home: Path, shell: Shell | None = None
 ) -> Iterator[tuple[str, Path, subprocess.CompletedProcess[str]]]:
-    """Do what the tutorial says, from ``home``: write its titled blocks, follow its
-    ``cd``s, run its commands (each must succeed); yields each command with the folder
-    it ran in and its result, before the next one runs."""
+    """Do what the tutorial says, from ``home``, in ``shell`` (by default one whose
+    virtualenv is active, as the first tutorial leaves it): write its titled blocks,
+    follow its ``cd``s, run its commands in bash as printed (each must succeed); yields
+    each command with the folder it ran in and its result, before the next one runs."""
+    shell = shell or Shell.activated()
     cwd = home
     for kind, text, title in steps(markdown):
         if kind == "file":
             (cwd / str(title)).write_text(text, encoding="utf-8")
-        elif text.startswith("cd "):
-            cwd = cwd / text.split()[1]
-        else:
-            result = run(text, cwd)
-            assert result.returncode == 0, f"{text}\n{result.stdout[-2000:]}\n{result.stderr}"
-            yield text, cwd, result
+            continue
+        for command in re.sub(r"\s+#.*$", "", text).split(" && "):
+            if command.startswith("cd "):
+                cwd = cwd / command.split()[1]
+                continue
+            result = shell.run(command, cwd)
+            assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr}"
+            yield command, cwd, result
 
 
 def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``command`` as typed in a shell in ``cwd`` (``pytest`` through this Python)."""
-    words = shlex.split(command)
-    program = ["-m", "pytest", "-q", "-p", "no:cacheprovider"] if words[0] == "pytest" else []
-    argv = [sys.executable, *(program or ["-m", "streamsmith"]), *words[1:]]
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
-    env["COLUMNS"] = "240"  # a wide terminal: query tables on one line each
-    return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
-    )
+    """``command`` as typed in ``cwd`` in a shell whose virtualenv is active."""
+    return Shell.activated().run(command, cwd)
+
+
+VENV = Path(sys.prefix)  # the virtualenv running the tests: what `make setup` made
+
+
+class Shell:
+    """A reader's terminal: commands run in bash as printed, with its environment, which
+    ``source <venv>/bin/activate`` changes as it does in a terminal."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    @classmethod
+    def fresh(cls) -> Shell:
+        """A new terminal: no virtualenv active, whatever runs the tests."""
+        env = {k: v for k, v in os.environ.items() if k not in ("STREAMSMITH_ROOT", "VIRTUAL_ENV")}
+        bin_ = str(VENV / "bin")
+        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != bin_)
+        env["COLUMNS"] = "240"  # a wide terminal: query tables on one line each
+        return cls(env)
+
+    @classmethod
+    def activated(cls) -> Shell:
+        """A terminal in which ``source .venv/bin/activate`` ran."""
+        shell = cls.fresh()
+        shell.env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{shell.env['PATH']}"
+        shell.env["VIRTUAL_ENV"] = str(VENV)
+        return shell
+
+    def run(self, command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """``command`` in bash in ``cwd``; a ``source`` keeps the environment it leaves."""
+        sourcing = command.startswith(("source ", ". "))
+        script = f"{command} && env -0" if sourcing else command
+        result = subprocess.run(
+            ["bash", "-c", script], cwd=cwd, env=self.env, capture_output=True, text=True,
+            timeout=900, check=False,
+        )  # fmt: skip
+        if sourcing and result.returncode == 0:
+            pairs = (entry.split("=", 1) for entry in result.stdout.split("\0") if "=" in entry)
+            self.env = dict(pairs)  # type: ignore[arg-type]
+            result.stdout = ""
+        return result
 
 
 def free_port() -> int:

@@ -82,21 +82,27 @@ lock:
 demo: setup
 	$(VENV)/bin/streamsmith demo
 
+# Two pytest workers (pytest-xdist): most of a test's time is a JVM starting or a query's
+# driver planning, one core's work, so two workers keep both cores busy. Each worker has
+# its own Spark session, broker and PostgreSQL; `worksteal` evens out the long tests.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+
 test: setup browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$(mktemp -d)"
-	$(PY) -m pytest
+	$(PYTEST)
 
 # The deeper variants make test leaves out for its time budget: prefix integrity with 50
 # random splits per reference app (make test runs 1), and the tests marked deep.
 test-deep: setup
-	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
-	$(PY) -m pytest -m deep
+	STREAMSMITH_SPLITS=50 $(PYTEST) tests/streaming/test_prefix_integrity.py
+	$(PYTEST) -m deep
 
 test-fast: setup
-	$(PY) -m pytest tests/unit
+	$(PYTEST) tests/unit
 
 # Three always-on flows under a seeded schedule of kills, outages and malformed records,
 # judged against the feeder's ground truth (benchmarks/chaos.py; --seed replays a run).

@@ -441,3 +441,22 @@ def test_the_dashboard_says_how_far_behind_a_watermark_is_and_charts_main_querie
     data = fold.data()
     assert list(data["series"]) == ["a.f", "a.g", "a.f.quarantine", "a.f.late"]
     assert {q["query"]: q["watermark_behind"] for q in data["queries"]}["a.f"] == ("1.5 min behind")
+
+
+def test_an_error_that_opens_a_python_traceback_is_named_by_what_it_raised() -> None:
+    from streamsmith.monitor.recorder import first_line
+
+    text = (
+        "[STREAM_FAILED] Reason: Return Message: Traceback (most recent call last):\n"
+        "  File \"a.py\", line 1, in f\n    g()\nKeyError: 'year'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "b.py", line 2, in h\n    raise UserError(x)\n'
+        "streamsmith.errors.UserError: no sequence: {'country': 'Kenya'}\n"
+        "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
+        "org.apache.spark.SparkException: the Java side\n"
+    )
+    assert first_line(text) == (
+        "[STREAM_FAILED] Reason: Return Message: UserError: no sequence: {'country': 'Kenya'}"
+    )
+    assert first_line("plain: one line\n  detail") == "plain: one line"

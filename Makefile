@@ -68,7 +68,7 @@ db-stop: setup
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --require-hashes -r requirements.lock
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
 # Resolve pyproject.toml's dependencies (with the dev extra) again into requirements.lock.

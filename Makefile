@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java maven jars lock postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink clean
+.PHONY: setup java maven jars lock postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-static test-suite test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink clean
 
 setup: java postgres blas $(VENV)/.installed jars jvm-archive
 
@@ -68,7 +68,7 @@ db-stop: setup
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --require-hashes -r requirements.lock
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
 # Resolve pyproject.toml's dependencies (with the dev extra) again into requirements.lock.
@@ -82,21 +82,33 @@ lock:
 demo: setup
 	$(VENV)/bin/streamsmith demo
 
+# Two pytest workers (pytest-xdist): most of a test's time is a JVM starting or a query's
+# driver planning, one core's work, so two workers keep both cores busy. Each worker has
+# its own Spark session, broker and PostgreSQL; `worksteal` evens out the long tests.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+
+# The static checks (ruff, mypy, the strict docs build) run beside the tests, not before
+# them; the import contracts are a unit test (tests/unit/test_layers.py).
 test: setup browser
+	@$(MAKE) --no-print-directory -j2 test-static test-suite
+
+test-static:
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$(mktemp -d)"
-	$(PY) -m pytest
+
+test-suite:
+	$(PYTEST)
 
 # The deeper variants make test leaves out for its time budget: prefix integrity with 50
 # random splits per reference app (make test runs 1), and the tests marked deep.
 test-deep: setup
-	STREAMSMITH_SPLITS=50 $(PY) -m pytest tests/streaming/test_prefix_integrity.py
-	$(PY) -m pytest -m deep
+	STREAMSMITH_SPLITS=50 $(PYTEST) tests/streaming/test_prefix_integrity.py
+	$(PYTEST) -m deep
 
 test-fast: setup
-	$(PY) -m pytest tests/unit
+	$(PYTEST) tests/unit
 
 # Three always-on flows under a seeded schedule of kills, outages and malformed records,
 # judged against the feeder's ground truth (benchmarks/chaos.py; --seed replays a run).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ import boto3
 import pytest
 from confluent_kafka import Producer
 from moto.server import ThreadedMotoServer
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
@@ -66,11 +68,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+# The driver JVMs of the commands the tests run in subprocesses (`streamsmith run`, the
+# crash tests' children) live seconds to a minute: compiled by the client compiler only,
+# they skip the server compiler's work, most of which would only pay off in a longer
+# life. Spark's launcher adds SPARK_SUBMIT_OPTS to the driver JVM's options.
+SUBPROCESS_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(TEST_SPARK, "streamsmith-tests")
+    """The run's (a pytest worker's) one SparkSession. Its JVM serves every in-process
+    test for the whole run, so it keeps the server compiler."""
+    options = os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    try:
+        session = build_session(TEST_SPARK, "streamsmith-tests")
+    finally:
+        if options is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = options
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_cached_tables() -> Iterator[None]:
+    """After each test module, the shared session forgets the Delta logs and cached
+    DataFrames its tests left: every test writes tables at new paths, and Delta keeps each
+    table's log and state cached in the driver, so over a whole run the driver's heap
+    would fill with the tables of tests long finished."""
+    yield
+    session = SparkSession.getActiveSession()
+    if session is None or SparkContext._active_spark_context is None:
+        return  # no test of the module used Spark, or one stopped it
+    session.catalog.clearCache()
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
 @pytest.fixture(scope="session")

@@ -298,7 +298,7 @@ def test_table_history_optimize_restore_and_vacuum_without_a_jvm(
     killed.write_bytes(b"never committed")
     os.utime(killed, (time.time() - 8 * 24 * 3600,) * 2)
     kept = streamsmith("table", "vacuum", "balances", "--dry-run", *root, cwd=tmp_path)
-    parquet = streamsmith("table", "history", "nope", *root, cwd=tmp_path)
+    unknown = streamsmith("table", "history", "nope", *root, cwd=tmp_path)
 
     versions = [json.loads(line) for line in history.stdout.splitlines()]
     assert [(v["version"], v["operation"]) for v in versions] == [
@@ -313,4 +313,4 @@ def test_table_history_optimize_restore_and_vacuum_without_a_jvm(
         "balances: would delete 1 files unused for 168 hours", "  part-killed.parquet"
     ]  # fmt: skip
     assert killed.exists()
-    assert_user_error(parquet, "not a Delta table")
+    assert_user_error(unknown, "no lake table 'nope'")

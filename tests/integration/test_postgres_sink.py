@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from streamsmith.errors import UserError
 from streamsmith.io.postgres.sink import PostgresTarget, reset_target, setup_target, write_batch
@@ -194,3 +195,26 @@ def test_a_sink_needs_no_superuser_only_create_on_its_schema(
     assert rows(writer, 'SELECT action, count FROM "action counts"') == [("open", 1)]
     reset_target(sink)
     assert rows(writer, "SELECT to_regclass('\"action counts\"')") == [(None,)]
+
+
+def test_a_table_another_sink_created_is_neither_dropped_nor_emptied(pg_dsn: str) -> None:
+    """Ownership is the exact sink: a table marked as another app's (``otherapp.someflow``)
+    is not this sink's to drop (``--full-refresh``) or to empty (``complete``)."""
+    schema = StructType(
+        [StructField("action", StringType()), StructField("window_start", TimestampType()),
+         StructField("count", LongType())]
+    )  # fmt: skip
+    theirs = PostgresTarget(dsn=pg_dsn, table="action counts", key=(), output_mode="append",
+                            sink="otherapp.someflow")  # fmt: skip
+    setup_target(theirs, schema)
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("""INSERT INTO "action counts" VALUES ('theirs', now(), 7)""")
+
+    with pytest.raises(UserError, match=r"created for sink otherapp\.someflow, not t\.counts"):
+        reset_target(target(pg_dsn))
+    with pytest.raises(UserError, match=r"created for sink otherapp\.someflow, not t\.counts"):
+        setup_target(target(pg_dsn, "complete", key=()), schema)
+
+    assert rows(pg_dsn, 'SELECT action, count FROM "action counts"') == [("theirs", 7)]
+    comment = "SELECT obj_description('\"action counts\"'::regclass, 'pg_class')"
+    assert rows(pg_dsn, comment) == [("streamsmith: created for sink otherapp.someflow",)]

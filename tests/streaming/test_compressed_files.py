@@ -83,3 +83,24 @@ def test_without_it_a_gzip_file_cut_short_stops_the_flow_saying_what_to_do(
     failures = [e for e in events if e["event"] == "failure" and e["query"] == "gzspark.events"]
     assert len(failures) == 1  # given up at once: a retry would fail again
     assert [e["event"] for e in events].count("gave_up") >= 1
+
+
+def test_a_file_decoding_past_max_decompressed_mb_is_quarantined_as_too_large(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    folder = feed_project(
+        tmp_path, "gzcap", schema="id string, n int", compression="gzip", max_decompressed_mb=1
+    )
+    (folder / "small.jsonl.gz").write_bytes(gzip.compress(lines_of("s", 3), mtime=0))
+    padding = b" " * (2 << 20)  # 2 MiB of blanks inflate past the 1 MiB cap
+    (folder / "big.jsonl.gz").write_bytes(gzip.compress(lines_of("b", 1) + padding, mtime=0))
+
+    app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
+    run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
+
+    root = tmp_path / "data"
+    ids = sorted(row.id for row in read_table(spark, table_path(root, "events")).collect())
+    assert ids == ["s0", "s1", "s2"]
+    (reject,) = read_table(spark, table_path(root, "events_quarantine")).collect()
+    assert reject.source_file.endswith("big.jsonl.gz")
+    assert reject.reason.startswith(f"file too large: decompresses to more than {1 << 20} bytes")

@@ -79,3 +79,23 @@ def test_status_escapes_control_characters_in_names_and_errors() -> None:
     lines = compact_lines(query_statuses(events, alive=lambda pid: True), 200)
     assert not any("\x1b" in line or "\x07" in line for line in lines)
     assert any("\\x1b]8;;x\\x07y" in line for line in lines)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_query_csv_escapes_controls_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    stdout = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr("sys.stdout", stdout)
+    hostile = "a\x1b[31mred\x1b]0;title\x07\rgone"
+    print_rows([[hostile]], ["v\x1b[2J"], None, "csv")
+    shown = stdout.getvalue()
+    if terminal:
+        assert shown == "v\\x1b[2J\na\\x1b[31mred\\x1b]0;title\\x07\\rgone\n"
+    else:
+        assert shown == f"v\x1b[2J\n{hostile}\n"

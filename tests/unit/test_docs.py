@@ -69,3 +69,16 @@ def test_every_section_quoting_a_measured_figure_names_what_prints_it() -> None:
             if figures and not PRINTED_BY.search(section):
                 unsourced.append(f"{page.relative_to(ROOT)}: {figures[:3]}")
     assert not unsourced, "figures without the command that prints them:\n" + "\n".join(unsourced)
+
+
+def test_no_page_names_the_shared_tmp_caches_streamsmith_left() -> None:
+    """The Kafka range cache and the shipped package's zip live in streamsmith's own
+    per-user cache folder, no longer in the shared ``$TMPDIR``: no page may say
+    otherwise."""
+    stale = [
+        f"{page.relative_to(ROOT)}: {old}"
+        for page in sorted(DOCS.rglob("*.md"))
+        for old in ("TMPDIR/streamsmith-", "/tmp/streamsmith-")
+        if old in page.read_text(encoding="utf-8")
+    ]
+    assert not stale, stale

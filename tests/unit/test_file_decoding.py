@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import gzip
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from streamsmith.config import SourceSpec
-from streamsmith.io.decoding import damaged_gzip, decode_document, decode_lines
+from streamsmith.io.decoding import (
+    MAX_DECOMPRESSED_BYTES,
+    damaged_gzip,
+    decode_document,
+    decode_lines,
+)
 
 TEXT = b'{"a": 1}\r\n{"a": 2}\n\n  \n{"a": 3}\r{"a": 4}'
 
@@ -114,3 +121,36 @@ def test_schema_inference_samples_the_whole_lines_of_a_damaged_gzip_file(tmp_pat
     (tmp_path / "b.jsonl").write_text('{"n": 1, "s": "x"}\n')
     records = file_sample(tmp_path, None).records
     assert 0 < len(records) < 5001 and records[-1] == ("b.jsonl:1", {"n": 1, "s": "x"})
+
+
+def _zeros_gzipped(size: int) -> bytes:
+    """``size`` zero bytes gzipped (about a thousandth of it), made a MiB at a time."""
+    packer = zlib.compressobj(wbits=31)
+    parts = [packer.compress(bytes(1 << 20)) for _ in range(size >> 20)]
+    return b"".join([*parts, packer.flush()])
+
+
+@pytest.mark.parametrize("decode", ["lines", "document"])
+def test_a_gzip_bomb_is_refused_in_bounded_memory(decode: str) -> None:
+    """Refusing a bomb holds its compressed bytes and a chunk, never up to the cap."""
+    bomb = _zeros_gzipped(256 << 20)  # 256 KB -> 256 MiB
+    tracemalloc.start()
+    try:
+        if decode == "lines":
+            [(text, error)] = decode_lines(bomb, skip_blank=True, max_bytes=64 << 20)
+        else:
+            text, error = decode_document(bomb, max_bytes=64 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text == "" and error is not None and error.startswith("file too large")
+    assert peak < 4 << 20, f"peak {peak >> 20} MiB"
+
+
+def test_the_decompressed_cap_is_a_source_setting_with_a_modest_default() -> None:
+    default = SourceSpec(format="jsonl", path="in", compression="gzip")
+    assert default.max_decompressed_mb == 256 == MAX_DECOMPRESSED_BYTES >> 20
+    small = SourceSpec(format="jsonl", path="in", compression="gzip", max_decompressed_mb=1)
+    assert small.max_decompressed_mb == 1
+    with pytest.raises(ValidationError, match="max_decompressed_mb"):
+        SourceSpec(format="jsonl", path="in", compression="gzip", max_decompressed_mb=0)

@@ -493,3 +493,22 @@ def test_a_slow_batch_is_said_once_naming_the_stages_that_took_the_time(
         "queryPlanning 2.0 s, latestOffset 0.9 s, walCommit 0.5 s (said once; every slow "
         "batch is a slow_batch alert in the event log)"
     ]
+
+
+def test_an_error_that_opens_a_python_traceback_is_named_by_what_it_raised() -> None:
+    from streamsmith.monitor.recorder import first_line
+
+    text = (
+        "[STREAM_FAILED] Reason: Return Message: Traceback (most recent call last):\n"
+        "  File \"a.py\", line 1, in f\n    g()\nKeyError: 'year'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "b.py", line 2, in h\n    raise UserError(x)\n'
+        "streamsmith.errors.UserError: no sequence: {'country': 'Kenya'}\n"
+        "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
+        "org.apache.spark.SparkException: the Java side\n"
+    )
+    assert first_line(text) == (
+        "[STREAM_FAILED] Reason: Return Message: UserError: no sequence: {'country': 'Kenya'}"
+    )
+    assert first_line("plain: one line\n  detail") == "plain: one line"

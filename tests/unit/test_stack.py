@@ -83,3 +83,18 @@ def test_hadoop_aws_matches_the_wheels_hadoop_and_brings_s3_not_the_sdk_bundle()
     assert {"hadoop-aws", "s3", "s3-transfer-manager", "apache-client"} <= names
     assert "bundle" not in names
     assert f"-{stack.AWS_SDK}.jar" in " ".join(path.name for path in jars.group_jars("spark"))
+
+
+def test_the_build_tools_are_locked_and_hashed_too() -> None:
+    """``make setup`` builds streamsmith's editable install with the locked build backend
+    (``--no-build-isolation``), not with whatever version pip would fetch unpinned and
+    unhashed into an isolated build environment."""
+    import re
+
+    lock = (ROOT / "requirements.lock").read_text()
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    for requirement in build:
+        name = re.split(r"[<>=!~ \[;]", requirement, maxsplit=1)[0]
+        assert re.search(rf"\n{name}==[\w.]+ \\\n    --hash=sha256:", lock), requirement
+    editable = [line for line in (ROOT / "Makefile").read_text().splitlines() if " -e ." in line]
+    assert editable and all("--no-build-isolation" in line for line in editable), editable

@@ -200,7 +200,10 @@ def print_rows(rows: list[Any], columns: list[str], title: str | None, fmt: str)
         import csv
 
         writer = csv.writer(sys.stdout, lineterminator="\n")  # as the other formats end lines
-        writer.writerow(columns)
-        writer.writerows([["" if v is None else v for v in row] for row in rows])
+        # On a terminal, control characters in the data (ESC, OSC, BEL, CR) would move the
+        # cursor or recolour it: escaped there, kept as they are in a file or a pipe.
+        cell = console.printable if sys.stdout.isatty() else str
+        writer.writerow([cell(column) for column in columns])
+        writer.writerows([["" if v is None else cell(str(v)) for v in row] for row in rows])
         return
     out.print(console.rows_view(columns, rows, title, out.width))

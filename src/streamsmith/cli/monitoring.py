@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import threading
 from collections.abc import Callable
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 
     from streamsmith.monitor.status import QueryStatus
+
+TOKEN_ENV = "STREAMSMITH_DASHBOARD_TOKEN"  # the dashboard's token, when no --token-file
 
 
 def status(
@@ -186,12 +189,13 @@ def dashboard(
     root: Root = None,
     port: Annotated[int, typer.Option("--port")] = 8050,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    token: Annotated[
-        str | None,
+    token_file: Annotated[
+        Path | None,
         typer.Option(
-            "--token",
-            help="The page's token (16 characters or more); generated when not given.",
-            envvar="STREAMSMITH_DASHBOARD_TOKEN",
+            "--token-file",
+            help="A file only you can read holding the page's token (16 characters or "
+            f"more, random); else ${TOKEN_ENV}; else one is generated. Never on the "
+            "command line, which every local user sees in `ps`.",
         ),
     ] = None,
     allow_host: Annotated[
@@ -210,6 +214,7 @@ def dashboard(
     from streamsmith.web.server import Dashboard
 
     data_root = local_side(storage_root(root))
+    token = dashboard_token(token_file)
     server = Dashboard(data_root, host, port, token, allow_host or ()).start()
     link = data_root / "dashboard.url"
     data_root.mkdir(parents=True, exist_ok=True)
@@ -227,3 +232,23 @@ def dashboard(
     finally:
         server.stop()
         link.unlink(missing_ok=True)
+
+
+def dashboard_token(token_file: Path | None) -> str | None:
+    """The dashboard's token from ``--token-file`` (refused when others may read it),
+    else from ``$STREAMSMITH_DASHBOARD_TOKEN``; None: the dashboard generates one."""
+    if token_file is None:
+        return os.environ.get(TOKEN_ENV) or None
+    from streamsmith.processes import read_own_file
+
+    try:
+        mode = token_file.stat().st_mode
+        text = read_own_file(token_file).decode().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--token-file {token_file}: cannot read it ({exc})") from None
+    if mode & 0o077:
+        raise UserError(
+            f"--token-file {token_file}: the token is readable by others (mode "
+            f"{mode & 0o777:o}): chmod 600 {token_file}"
+        )
+    return text

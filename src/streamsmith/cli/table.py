@@ -37,19 +37,23 @@ table_cli = typer.Typer(
     "Parquet table.",
     no_args_is_help=True,
 )
-Table = Annotated[str, typer.Argument(help="The lake table (its name under <root>/tables).")]
+Table = Annotated[
+    str,
+    typer.Argument(help="The lake table, named as `query` names it (under <root>/tables)."),
+]
 # Delta's own default: files a version stopped using stay 7 days, for readers still on it.
 DEFAULT_RETAIN_HOURS = 168
 
 
 def _delta_path(table: str, root: str | None) -> Path:
     """The folder of the Delta table ``table`` under the storage root."""
-    from streamsmith.io.lake_paths import is_delta, is_table, table_path
+    from streamsmith.io.lake_paths import is_delta, lake_table
 
-    path = table_path(storage_root(root), table)
+    path = lake_table(storage_root(root), table)
     if not is_delta(path):
-        kind = "a Parquet table" if is_table(path) else "no table"
-        raise UserError(f"{path} holds {kind}, not a Delta table: write it with format: delta")
+        raise UserError(
+            f"{path} holds a Parquet table, not a Delta table: write it with format: delta"
+        )
     return path
 
 
@@ -219,11 +223,11 @@ def convert(table: Table, root: Root = None) -> None:
         convert_to_delta,
         record_streamed_batch,
     )
-    from streamsmith.io.lake_paths import table_path
+    from streamsmith.io.lake_paths import lake_table
     from streamsmith.spark.session import build_session
 
     lake = local_only(storage_root(root), "table convert (of a Parquet table)")
-    path = table_path(lake, table)
+    path = lake_table(lake, table)
     writers = _checkpoints_writing(lake, path)
     if len(writers) > 1:
         listed = ", ".join(str(w) for w in writers)

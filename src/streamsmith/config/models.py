@@ -155,6 +155,13 @@ class SourceSpec(StrictModel):
         "and one quarantined record naming it, where Spark's reader fails the query (it "
         "reads *.gz files too, but stops at a damaged one) (jsonl and text files)",
     )
+    max_decompressed_mb: int = Field(
+        default=256,
+        gt=0,
+        description="the most one file may decode to, in MiB, where streamsmith decodes the "
+        "files (json documents; compression: gzip): a file past it (a gzip bomb) is "
+        "quarantined as too large; a decoder holds up to this much for a file it keeps",
+    )
     connector: Literal["auto", "jvm", "python"] = Field(
         default="auto", description="Kafka: Spark's JVM connector, or streamsmith's Python one"
     )

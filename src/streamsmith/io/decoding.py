@@ -14,9 +14,14 @@ from urllib.parse import unquote, urlparse
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 16  # compressed bytes decoded at a time
-MAX_DECOMPRESSED_BYTES = 1 << 30
-"""The default cap on one file's decompressed size (1 GiB): a file that inflates past it
-is quarantined as too large instead of taking unbounded memory in a decoder."""
+_OUT_CHUNK = 1 << 20  # decoded bytes produced at a time (a chunk of a bomb inflates ~1000x)
+MAX_DECOMPRESSED_BYTES = 256 << 20
+"""The default cap on one file's decompressed size (256 MiB; a source's
+``max_decompressed_mb``): a file that inflates past it is quarantined as too large
+instead of taking unbounded memory in a decoder."""
+# Deflate inflates at most about 1,032 times: a gzip file smaller than the cap divided by
+# this cannot pass the cap, so only larger ones are measured before they are kept.
+_MAX_RATIO = 1032
 _UNREADABLE = re.compile(
     r"FAILED_READ_FILE\S*\] Encountered error while reading file (file:\S+?\.gz)\.\s"
 )
@@ -76,46 +81,61 @@ def _decompressed(content: bytes, max_bytes: int) -> tuple[bytes, str | None]:
     Every member is decoded, as ``gzip`` and ``zcat`` do: ``cat a.gz b.gz``, log shippers
     and rotated logs make files of several. The data decoded before a corruption or a cut
     is kept; a file that decompresses to more than ``max_bytes`` (a gzip bomb) gives no
-    data and says so, having held at most ``max_bytes`` in memory.
+    data and says so. A file that could pass ``max_bytes`` is first measured with its
+    output thrown away chunk by chunk, so refusing a bomb holds only its compressed bytes
+    and one chunk, never ``max_bytes``.
     """
     if content[:2] != _GZIP_MAGIC:
         return content, None
+    if len(content) * _MAX_RATIO > max_bytes and _inflate(content, max_bytes, keep=False)[0]:
+        return b"", _too_large(max_bytes)
+    too_large, data, error = _inflate(content, max_bytes, keep=True)
+    return (b"", _too_large(max_bytes)) if too_large else (data, error)
+
+
+def _inflate(content: bytes, max_bytes: int, *, keep: bool) -> tuple[bool, bytes, str | None]:
+    """Every gzip member of ``content`` decoded: ``(past max_bytes, data, error)``; the
+    data only when ``keep`` (else each chunk is dropped once counted)."""
     parts: list[bytes] = []
     size = 0
     decompressor = zlib.decompressobj(wbits=31)
     pending = b""  # compressed bytes fed but not yet decoded (the output limit stopped it)
     fed = 0  # compressed bytes taken from ``content``
     while True:
-        if not pending:
-            if fed >= len(content):
-                break
+        if not pending and fed < len(content):
             pending, fed = content[fed : fed + _CHUNK], min(fed + _CHUNK, len(content))
         try:  # in steps, to keep what precedes damage and to stop a bomb early
-            data = decompressor.decompress(pending, max_bytes - size + 1)
+            data = decompressor.decompress(pending, min(_OUT_CHUNK, max_bytes - size + 1))
         except zlib.error as exc:
-            return b"".join(parts), f"corrupt gzip data after byte {fed - len(pending)} ({exc})"
-        parts.append(data)
+            damage = f"corrupt gzip data after byte {fed - len(pending)} ({exc})"
+            return False, b"".join(parts), damage
+        if keep:
+            parts.append(data)
         size += len(data)
         if size > max_bytes:
-            return b"", _too_large(max_bytes)
+            return True, b"", None
         pending = decompressor.unconsumed_tail
+        if not (data or pending or fed < len(content) or decompressor.eof):
+            break  # all input taken, nothing more comes out: the stream was cut short
         if decompressor.eof:  # a member ends: another may follow (gzip allows zero padding)
             at = fed - len(decompressor.unused_data)
             while at < len(content) and content[at] == 0:
                 at += 1
             if at == len(content):
-                return b"".join(parts), None
+                return False, b"".join(parts), None
             if content[at : at + 2] != _GZIP_MAGIC:
-                return b"".join(parts), f"data after the gzip stream at byte {at} is not gzip"
+                damage = f"data after the gzip stream at byte {at} is not gzip"
+                return False, b"".join(parts), damage
             decompressor = zlib.decompressobj(wbits=31)
             pending, fed = b"", at
-    return b"".join(parts), f"truncated gzip file: stream ends after {len(content)} bytes"
+    damage = f"truncated gzip file: stream ends after {len(content)} bytes"
+    return False, b"".join(parts), damage
 
 
 def _too_large(max_bytes: int) -> str:
     return (
-        f"file too large: decompresses to more than {max_bytes} bytes "
-        "(the decoder's max_bytes; a gzip bomb is refused rather than held in memory)"
+        f"file too large: decompresses to more than {max_bytes} bytes (the source's "
+        "max_decompressed_mb; a gzip bomb is refused rather than held in memory)"
     )
 
 

@@ -28,7 +28,7 @@ from pyspark.sql.types import ArrayType, DataType, StringType, StructField, Stru
 
 from streamsmith.config import SourceSpec
 from streamsmith.config.file_options import json_parse_options
-from streamsmith.io.decoding import decode_document, decode_lines
+from streamsmith.io.decoding import MAX_DECOMPRESSED_BYTES, decode_document, decode_lines
 from streamsmith.transforms.json_reasons import rejected_json_reason
 from streamsmith.transforms.quarantine import RAW, RAW_TEXT, READ_ERROR, RECORD, SOURCE_FILE
 
@@ -44,15 +44,16 @@ _DECODED_TYPE = StructType([StructField("text", StringType()), StructField("erro
 
 
 @cache
-def _document_decoder() -> Callable[[Column], Column]:
+def _document_decoder(max_bytes: int) -> Callable[[Column], Column]:
     """Each file's bytes -> its ``(text, error)``, as an Arrow UDF."""
-    return _per_file(decode_document, _DECODED_TYPE)
+    return _per_file(partial(decode_document, max_bytes=max_bytes), _DECODED_TYPE)
 
 
 @cache
-def _line_decoder(skip_blank: bool) -> Callable[[Column], Column]:
+def _line_decoder(skip_blank: bool, max_bytes: int) -> Callable[[Column], Column]:
     """Each file's bytes -> its lines, each ``(text, error)``, as an Arrow UDF."""
-    return _per_file(partial(decode_lines, skip_blank=skip_blank), ArrayType(_DECODED_TYPE))
+    decode = partial(decode_lines, skip_blank=skip_blank, max_bytes=max_bytes)
+    return _per_file(decode, ArrayType(_DECODED_TYPE))
 
 
 def _per_file(decode: Callable[[bytes], object], kind: DataType) -> Callable[[Column], Column]:
@@ -117,7 +118,7 @@ def read_files(
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
     if spec.format == "json":
         frame = load(reader.format("binaryFile").schema(BINARY_FILE_SCHEMA))
-        decoded = _document_decoder()(F.col("content"))
+        decoded = _document_decoder(spec.max_decompressed_mb << 20)(F.col("content"))
         return frame.select(
             F.col("path").alias(SOURCE_FILE),
             decoded["text"].alias(RAW),
@@ -125,7 +126,8 @@ def read_files(
         )
     if spec.decodes_files:  # gzipped or not, damage quarantined: see decode_lines
         frame = load(reader.format("binaryFile").schema(BINARY_FILE_SCHEMA))
-        lines = _line_decoder(spec.format == "jsonl")(F.col("content"))
+        max_bytes = spec.max_decompressed_mb << 20
+        lines = _line_decoder(spec.format == "jsonl", max_bytes)(F.col("content"))
         line = F.col("_line")
         return frame.select(
             F.col("path").alias(SOURCE_FILE), F.explode(lines).alias("_line")
@@ -193,6 +195,7 @@ def with_line_numbers(
     rejected: DataFrame,
     schema: StructType | None = None,
     options: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_DECOMPRESSED_BYTES,
 ) -> DataFrame:
     """Quarantine rows (``quarantined``'s schema) from JSON-lines and text files with
     ``position``, the 1-based number of their line in their file, and ``raw``, the line
@@ -221,7 +224,7 @@ def with_line_numbers(
         log.warning("quarantine rows of %s keep no line number: %s", files, exc.getMessage())
         return rejected
     lines = content.select(
-        F.col("path"), F.posexplode(_line_decoder(False)(F.col("content")))
+        F.col("path"), F.posexplode(_line_decoder(False, max_bytes)(F.col("content")))
     ).select("path", (F.col("pos") + 1).alias("_number"), F.col("col.text").alias("_text"))
     keys = [F.col("_text")]
     if schema is not None:
@@ -259,7 +262,8 @@ def line_numbering(
     if spec.format not in LINE_FORMATS:
         return None
     options = json_parse_options(spec.options)
-    return partial(with_line_numbers, schema=schema, options=options)
+    max_bytes = spec.max_decompressed_mb << 20
+    return partial(with_line_numbers, schema=schema, options=options, max_bytes=max_bytes)
 
 
 def _parsed_json(line: Column, schema: StructType, options: Mapping[str, str]) -> Column:

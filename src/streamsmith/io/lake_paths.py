@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamsmith.errors import UserError
+
 TABLES_DIR = "tables"
 BACKFILL_DIR = "backfill"
 CHECKPOINTS_DIR = "checkpoints"
@@ -63,3 +65,15 @@ def lake_tables(root: Path) -> dict[str, Path]:
             if child.is_dir() and not child.name.startswith((".", "_")) and is_table(child):
                 found[f"{child.name}{suffix}"] = child
     return found
+
+
+def lake_table(root: Path, name: str) -> Path:
+    """The folder of the lake table ``name`` (as ``query`` names it: a streaming table, or
+    ``<table>_backfill``), found among :func:`lake_tables` only, so that a name with
+    ``../`` or an absolute one can never reach a folder outside the lake."""
+    tables = lake_tables(root)
+    path = tables.get(name) or {key.lower(): p for key, p in tables.items()}.get(name.lower())
+    if path is None:
+        known = ", ".join(tables) or "none yet"
+        raise UserError(f"no lake table {name!r} under {root} (its tables: {known})")
+    return path

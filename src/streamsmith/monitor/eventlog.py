@@ -218,14 +218,67 @@ _MALFORMED: dict[str, Any] = {}  # what _event gives for a line that is no event
 
 def _event(line: bytes | str) -> dict[str, Any] | None:
     """One line of a log as its event: None for a blank line, ``_MALFORMED`` for one that
-    is not a JSON object."""
+    is not a JSON object of an event's shape (:func:`is_event`)."""
     if not line.strip():
         return None
     try:
         event = json.loads(line)
-    except ValueError:  # not JSON, or not UTF-8
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         return _MALFORMED
-    return event if isinstance(event, dict) else _MALFORMED
+    return event if is_event(event) else _MALFORMED
+
+
+# What each column's values are in Python, by its Spark type name (None: any value is).
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "long": (int,), "double": (int, float), "boolean": (bool,),
+    "timestamp": (str,),
+}  # fmt: skip
+_COLUMN_TYPES = {
+    name: _PYTHON_TYPES[kind] if isinstance(kind, str) else (list,) for name, kind in EVENT_COLUMNS
+}
+
+
+def is_event(value: object) -> bool:
+    """Whether ``value`` has the shape of an event, as ``status`` and the dashboard fold
+    it: a JSON object whose columns (:data:`EVENT_COLUMNS`) hold their types or null
+    (times ISO 8601, run queries strings), whose ``expectations`` map rules to counts and
+    whose ``graph`` is a list. Written by :class:`EventLog`, every event has it; a line
+    edited or damaged into another shape is skipped, not folded into an error."""
+    if not isinstance(value, dict):
+        return False
+    for name, kinds in _COLUMN_TYPES.items():
+        field = value.get(name)
+        if field is None:
+            continue
+        if not isinstance(field, kinds) or (isinstance(field, bool) and bool not in kinds):
+            return False
+        if name in _TIMES and not _is_time(field):
+            return False
+    if not all(isinstance(query, str) for query in value.get("queries") or ()):
+        return False
+    return _are_counts(value.get("expectations")) and isinstance(value.get("graph", []), list)
+
+
+_TIMES = frozenset(name for name, kind in EVENT_COLUMNS if kind == "timestamp")
+
+
+def _is_time(text: object) -> bool:
+    try:
+        datetime.fromisoformat(str(text))
+    except ValueError:
+        return False
+    return True
+
+
+def _are_counts(expectations: object) -> bool:
+    """Whether ``expectations`` is absent or maps each rule to whole counts."""
+    if expectations is None:
+        return True
+    return isinstance(expectations, dict) and all(
+        isinstance(counts, dict)
+        and all(isinstance(n, int) and not isinstance(n, bool) for n in counts.values())
+        for counts in expectations.values()
+    )
 
 
 def _warn_malformed(path: Path, where: str) -> None:

@@ -248,9 +248,34 @@ def flush_listener_bus(spark: SparkSession, timeout_ms: int = 30_000) -> None:
     jvm.wait_for_listener_bus(spark, timeout_ms)
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+
+
 def first_line(text: str) -> str:
-    """The first non-blank line of an error message (Spark's carry a stack trace)."""
-    return next((line.strip() for line in str(text).splitlines() if line.strip()), "unknown error")
+    """The first non-blank line of an error message (Spark's carry a stack trace). When
+    that line only opens a Python traceback (an error raised in a ``foreachBatch`` write
+    reaches Spark as ``... Return Message: Traceback (most recent call last):``), the
+    exception the traceback ends with takes its place: what failed, and why."""
+    lines = str(text).splitlines()
+    first = next((line.strip() for line in lines if line.strip()), "unknown error")
+    if not first.endswith(_TRACEBACK):
+        return first
+    raised = _raised(lines)
+    return first if raised is None else f"{first.removesuffix(_TRACEBACK)}{raised}"
+
+
+def _raised(lines: list[str]) -> str | None:
+    """The exception line of the last Python traceback in ``lines`` (of a chain, the one
+    raised last), without the exception's module; the lines after it (a Java stack) are
+    not part of it."""
+    found, in_frames = None, False
+    for line in lines:
+        if line.rstrip().endswith(_TRACEBACK):
+            in_frames = True
+        elif in_frames and line.strip() and not line[:1].isspace():
+            name, colon, message = line.strip().partition(":")
+            found, in_frames = f"{name.rsplit('.', 1)[-1]}{colon}{message}", False
+    return found
 
 
 def spec_secrets(spec: PipelineSpec) -> list[str]:

@@ -10,8 +10,10 @@ which every local user can read in ``/proc``.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
 from streamsmith.processes import private_dir, read_own_file, write_new_file
@@ -19,6 +21,7 @@ from streamsmith.spark.jars import cache_dir
 
 CLUSTER = "cluster"
 SQL_SERVER = "sql-server"
+DRIVER = "driver"  # the secrets of a spec's spark.conf, for one driver JVM's start
 
 
 def secret_path(kind: str, address: str) -> Path:
@@ -51,3 +54,24 @@ def existing_secret(kind: str, address: str) -> Path | None:
 def forget_secret(kind: str, address: str) -> None:
     """Remove the secret of a server that stopped."""
     secret_path(kind, address).unlink(missing_ok=True)
+
+
+def driver_properties(conf: Mapping[str, str]) -> Path:
+    """A fresh properties file (0600 from the first byte) holding ``conf``, for
+    ``spark-submit --extra-properties-file``: how a driver JVM gets the secrets of a
+    spec's ``spark.conf`` without a command line showing them. The caller removes it once
+    the JVM has started."""
+    path = secret_path(DRIVER, f"{os.getpid()}-{secrets.token_hex(8)}.properties")
+    lines = "".join(f"{_escaped(key, key=True)}={_escaped(value)}\n" for key, value in conf.items())
+    write_new_file(path, lines.encode())
+    return path
+
+
+def _escaped(text: str, *, key: bool = False) -> str:
+    """``text`` as java.util.Properties reads it back: backslashes and line breaks
+    escaped, and in a key the separators too; a value's leading blank kept."""
+    special = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+    if key:
+        special |= {char: "\\" + char for char in " =:#!"}
+    escaped = "".join(special.get(char, char) for char in text)
+    return escaped if key or not escaped.startswith(" ") else "\\" + escaped

@@ -43,11 +43,11 @@ from pyspark import SparkConf, SparkContext, SparkFiles
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from streamsmith.config import SparkSpec
+from streamsmith.config import SparkSpec, is_secret_key
 from streamsmith.defaults import SESSION_TIME_ZONE
 from streamsmith.errors import NEW_FIELDS_MARK
 from streamsmith.processes import private_dir, read_own_file, write_new_file
-from streamsmith.spark import cluster, jars, jvm, jvm_archive
+from streamsmith.spark import auth, cluster, jars, jvm, jvm_archive
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,12 @@ NEW_FIELDS = NEW_FIELDS_MARK.encode()
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
 _SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"  # how PySpark passes options to spark-submit
+# Conf keys that name a credential without saying "secret" or "token" (those
+# config.is_secret_key knows): S3A's access.key, Azure's account.key.<account>, GCS's
+# private.key, a SAS or a credentials value.
+_CREDENTIAL_KEY = re.compile(
+    r"(^|\.)((access|account|private)\.key|key|sas|credentials?)(\.|$)", re.IGNORECASE
+)
 # How much finished work the driver remembers (Spark's default: 1,000 of each).
 RETAINED_HISTORY = {
     "spark.sql.ui.retainedExecutions": "100",
@@ -192,10 +198,13 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     builder = SparkSession.builder.master(spec.master).appName(app_name)
     conf = default_conf(spec)
     conf.update({key: _conf_str(value) for key, value in spec.conf.items()})
+    starting = SparkContext._active_spark_context is None  # a JVM is about to start
+    hidden = {key: value for key, value in conf.items() if starting and is_credential(key)}
     for key, value in conf.items():
-        builder = builder.config(key, value)
-    if SparkContext._active_spark_context is None:  # a JVM is about to start
-        with _java_stderr_filtered(), _cluster_secret(spec.master):
+        if key not in hidden:  # PySpark hands the builder's conf over as --conf key=value
+            builder = builder.config(key, value)
+    if starting:
+        with _java_stderr_filtered(), _driver_properties(spec.master, hidden):
             session = builder.getOrCreate()
         if jvm_archive.recording():  # the archive is written as the JVM exits: wait for it
             atexit.register(jvm.exit_and_wait)
@@ -323,22 +332,34 @@ def _pass_on(read_fd: int, out_fd: int) -> None:
             after_chatter = chatter
 
 
+def is_credential(key: str) -> bool:
+    """Whether the conf ``key`` holds a credential, which the driver JVM must get from a
+    file rather than from its command line (``/proc/<pid>/cmdline`` is readable by every
+    local user)."""
+    return is_secret_key(key) or bool(_CREDENTIAL_KEY.search(key))
+
+
 @contextmanager
-def _cluster_secret(master: str) -> Iterator[None]:
-    """Let the driver JVM about to start into a cluster ``streamsmith cluster start``
-    secured: its secret reaches ``spark-submit`` as ``--properties-file``, not as a
-    ``--conf`` on the command line that every local user can read."""
+def _driver_properties(master: str, hidden: dict[str, str]) -> Iterator[None]:
+    """Hand the driver JVM about to start its secrets through files only this user can
+    read, never as ``--conf`` on its command line: the secret of a cluster
+    ``streamsmith cluster start`` secured (its ``--properties-file``), and the conf
+    ``hidden`` (an ``--extra-properties-file`` written for this start and removed once the
+    JVM has read it)."""
     properties = cluster.auth_properties(master)
-    if properties is None:
-        yield
-        return
+    args = [] if properties is None else ["--properties-file", str(properties)]
+    extra = auth.driver_properties(hidden) if hidden else None
+    if extra is not None:
+        args += ["--extra-properties-file", str(extra)]
     before = os.environ.get(_SUBMIT_ARGS)
-    os.environ[_SUBMIT_ARGS] = (
-        f"--properties-file {shlex.quote(str(properties))} {before or 'pyspark-shell'}"
-    )
+    if args:
+        quoted = " ".join(shlex.quote(arg) for arg in args)
+        os.environ[_SUBMIT_ARGS] = f"{quoted} {before or 'pyspark-shell'}"
     try:
         yield
     finally:
+        if extra is not None:
+            extra.unlink(missing_ok=True)
         if before is None:
             os.environ.pop(_SUBMIT_ARGS, None)
         else:

@@ -32,6 +32,28 @@ from streamsmith.monitor.metrics import answer
 from streamsmith.web.data import DashboardFold
 
 MIN_TOKEN_LENGTH = 16
+# A token of few different characters ("aaaa...", "1234" repeated) is found by guessing
+# however long it is; 16 random characters of any usual alphabet have more than this.
+MIN_TOKEN_CHARACTERS = 8
+_MAKE_ONE = "e.g. `python -c 'import secrets; print(secrets.token_urlsafe())'`"
+
+
+def check_token(token: str) -> None:
+    """Refuse a dashboard token short or simple enough to guess, in one line."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise UserError(
+            f"the dashboard token is {len(token)} characters long: give one of at least "
+            f"{MIN_TOKEN_LENGTH} ({_MAKE_ONE}), or none to have one generated"
+        )
+    kinds = len(set(token))
+    if kinds < MIN_TOKEN_CHARACTERS:
+        raise UserError(
+            f"the dashboard token has too few different characters ({kinds}; at least "
+            f"{MIN_TOKEN_CHARACTERS}): give a random one ({_MAKE_ONE}), or none to have one "
+            "generated"
+        )
+
+
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 _WILDCARDS = ("", "0.0.0.0", "::")
 
@@ -47,12 +69,8 @@ class Dashboard:
         token: str | None = None,
         allowed_hosts: Iterable[str] = (),
     ) -> None:
-        if token is not None and len(token) < MIN_TOKEN_LENGTH:
-            raise UserError(
-                f"the dashboard token is {len(token)} characters long: give one of at least "
-                f"{MIN_TOKEN_LENGTH} (e.g. `python -c 'import secrets; "
-                "print(secrets.token_urlsafe())'`), or none to have one generated"
-            )
+        if token is not None:
+            check_token(token)
         self.root = root
         self.token = token or secrets.token_urlsafe(32)
         names = [*LOOPBACK_NAMES, *allowed_hosts, *([] if host in _WILDCARDS else [host])]

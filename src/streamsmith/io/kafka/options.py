@@ -177,8 +177,9 @@ SOURCE_OPTIONS = (
     ),
     KafkaOption(
         "rangeCacheDir",
-        "$TMPDIR/streamsmith-kafka-ranges",
-        "Where shared ranges are kept while their readers read them.",
+        "~/.cache/streamsmith/kafka-ranges",
+        "Where shared ranges are kept while their readers read them (default: in "
+        "streamsmith's per-user cache, `$STREAMSMITH_CACHE` or `$XDG_CACHE_HOME/streamsmith`).",
     ),
     KafkaOption(
         "rangeCacheTtlSeconds",

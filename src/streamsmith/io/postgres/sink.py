@@ -173,9 +173,9 @@ def setup_target(target: PostgresTarget, schema: StructType) -> None:
             )
         elif target.output_mode == "complete" and not _ours(conn, target):
             raise UserError(
-                f"postgres table {target.schema}.{target.table} was not created by "
-                "streamsmith, and complete mode would empty it at every batch: choose "
-                "another sink.table, or drop the table to let streamsmith create it"
+                f"postgres table {target.schema}.{target.table} {_owner(conn, target)}, "
+                "and complete mode would empty it at every batch: choose another "
+                "sink.table, or drop the table to let streamsmith create it"
             )
         conn.execute(
             sql.SQL(
@@ -239,9 +239,9 @@ def check_reset(target: PostgresTarget) -> None:
     with _connect(target) as conn:
         if _table_mark(conn, target) is not None and not _ours(conn, target):
             raise UserError(
-                f"postgres table {target.schema}.{target.table} was not created by "
-                "streamsmith, so --full-refresh will not drop it: drop it yourself if "
-                "its rows may go, or point sink.table at another table"
+                f"postgres table {target.schema}.{target.table} {_owner(conn, target)}, "
+                "so --full-refresh will not drop it: drop it yourself if its rows may go, "
+                "or point sink.table at another table"
             )
 
 
@@ -350,8 +350,18 @@ def _table_mark(conn: psycopg.Connection[Any], target: PostgresTarget) -> str | 
 
 
 def _ours(conn: psycopg.Connection[Any], target: PostgresTarget) -> bool:
-    """Whether streamsmith created the table (it carries streamsmith's mark)."""
-    return (_table_mark(conn, target) or "").startswith(MARK)
+    """Whether this sink created the table: it carries the mark naming ``target.sink``
+    exactly (another app's or flow's table of the same name is not ours to drop or
+    empty)."""
+    return _table_mark(conn, target) == MARK + target.sink
+
+
+def _owner(conn: psycopg.Connection[Any], target: PostgresTarget) -> str:
+    """Who made the table, for a refusal: another streamsmith sink, or not streamsmith."""
+    mark = _table_mark(conn, target) or ""
+    if mark.startswith(MARK):
+        return f"was created for sink {mark.removeprefix(MARK)}, not {target.sink}"
+    return "was not created by streamsmith"
 
 
 def _table_columns(conn: psycopg.Connection[Any], target: PostgresTarget) -> set[str]:

@@ -6,6 +6,7 @@ source, function-level imports included, without importing anything.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,7 +99,18 @@ def test_no_import_cycles(graph: grimp.ImportGraph) -> None:
 
 def test_import_contracts_hold(capsys: pytest.CaptureFixture[str]) -> None:
     """The contracts of pyproject.toml's [tool.importlinter] (also `make lint`)."""
-    failed = lint_imports(config_filename=str(PYPROJECT), no_cache=True, no_logo=True)
+    # lint_imports configures logging with dictConfig, which disables every logger that
+    # exists already (streamsmith's among them) for the rest of the process: keep them.
+    existing = [
+        logger
+        for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger) and not logger.disabled
+    ]
+    try:
+        failed = lint_imports(config_filename=str(PYPROJECT), no_cache=True, no_logo=True)
+    finally:
+        for logger in existing:
+            logger.disabled = False
     assert failed == 0, capsys.readouterr().out
 
 

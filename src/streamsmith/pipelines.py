@@ -81,7 +81,8 @@ def load_pipeline(
     if is_sdp_spec(path):
         from streamsmith.sdp.loader import load_project
 
-        return load_project(path, files, sets, overrides=overrides, storage_root=storage_root)
+        loaded = load_project(path, files, sets, overrides=overrides, storage_root=storage_root)
+        return loaded[0], loaded[1]
     if path.suffix == ".py":
         app = python_pipeline(path)
         declared = app.default_spec.get("storage_root", "streamsmith-data")

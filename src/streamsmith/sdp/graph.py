@@ -122,7 +122,8 @@ class DeclaredGraph(GraphElementRegistry):
         )
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
-        for element in sql_elements(sql_text, file_path, self.session):
+        shown = file_path.relative_to(self.folder) if file_path.is_absolute() else file_path
+        for element in sql_elements(sql_text, shown, self.session):
             if isinstance(element, Flow):
                 self.register_flow(element)
             else:
@@ -192,7 +193,7 @@ def load_graph(
 ) -> DeclaredGraph:
     """Import the project's Python files and register its SQL files, in order, into a
     new :class:`DeclaredGraph`; each Python file sees ``spark`` as SDP gives it."""
-    graph = DeclaredGraph(folder, session, database=database, catalog=catalog)
+    graph = DeclaredGraph(folder.resolve(), session, database=database, catalog=catalog)
     with graph_element_registration_context(graph):
         for file in files:
             if file.suffix == ".sql":

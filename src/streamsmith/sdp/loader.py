@@ -47,26 +47,11 @@ def load_project(
     *,
     overrides: Mapping[str, Any] | None = None,
     storage_root: str | None = None,
-) -> tuple[App, PipelineSpec]:
-    """The app and spec of the SDP project whose ``spark-pipeline.yml`` is ``path``, a
-    ``streamsmith.yml`` beside it, then ``files`` and ``--set`` values layered over."""
-    app, spec, _ = load_project_graph(
-        path, files, sets, overrides=overrides, storage_root=storage_root
-    )
-    return app, spec
-
-
-def load_project_graph(
-    path: Path,
-    files: Sequence[Path] = (),
-    sets: Sequence[str] = (),
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    storage_root: str | None = None,
     spark: SparkSession | None = None,
 ) -> tuple[App, PipelineSpec, LoadedProject]:
-    """:func:`load_project`, with the graph it loaded (``spark``: the session to analyse
-    with, by default the spec's)."""
+    """The app and spec of the SDP project whose ``spark-pipeline.yml`` is ``path``, a
+    ``streamsmith.yml`` beside it, then ``files`` and ``--set`` values layered over; and
+    the graph loaded (``spark``: the session to analyse with, by default the spec's)."""
     project = read_project(path)
     layers = [*([project.overlay] if project.overlay else []), *files]
     base = project.base_document

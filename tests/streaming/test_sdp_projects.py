@@ -1,0 +1,93 @@
+"""A Spark Declarative Pipelines project runs unchanged on streamsmith, in-process: its
+``pyspark.pipelines`` definitions and SQL become flows and materialized views whose Delta
+tables keep their state, so a second catch-up reads only the new input; a mistake in a
+definition is one line naming the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from sdp_shop import DATASETS, deliver, expected, write_project
+from streamsmith.errors import UserError
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import RunReport, run_pipeline
+from streamsmith.sdp.loader import load_project
+
+
+def catch_up(spark: SparkSession, folder: Path) -> RunReport:
+    app, spec, _ = load_project(folder / "spark-pipeline.yml", spark=spark)
+    return run_pipeline(spark, build_plan(app, spec))
+
+
+def tables(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every dataset's rows, read from its Delta log without Spark."""
+    found = {}
+    for name in DATASETS:
+        rows = DeltaTable(str(folder / "pipeline-storage/tables" / name)).to_pyarrow_table()
+        found[name] = sorted(tuple(row.values()) for row in rows.to_pylist())
+    return found
+
+
+@pytest.mark.deep  # make test runs the same two catch-ups through the CLI (test_sdp_cli.py)
+def test_a_second_catch_up_reads_only_the_new_chunk_into_every_dataset(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write_project(tmp_path)
+    deliver(tmp_path, 0)
+    first = catch_up(spark, tmp_path)
+    assert tables(tmp_path) == expected(1)
+    read = {query.name: query.input_rows for query in first.queries}
+    assert read["shop.orders_raw"] == 3
+
+    deliver(tmp_path, 1)
+    second = catch_up(spark, tmp_path)
+    assert tables(tmp_path) == expected(2)
+    read = {query.name: query.input_rows for query in second.queries}
+    # the streaming tables read only what the first run had not: the new file, and the
+    # rows appended upstream since
+    assert read["shop.orders_raw"] == read["shop.orders_silver"] == 3
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "error"),
+    [
+        (
+            "transformations/orders.py",
+            'withColumn("amount_cents", cents)',
+            'withColumn("amount_cents", F.col("amount_in_euros"))',
+            "transformations/orders.py:28: streaming table orders_silver: "
+            "AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION]",
+        ),
+        (
+            "transformations/gold.sql",
+            "JOIN customers c",
+            "JOIN clients c",
+            "transformations/gold.sql:2: materialized view revenue_by_customer: "
+            "AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] The table or view `clients`",
+        ),
+        (
+            "transformations/gold.sql",
+            "CREATE STREAMING TABLE big_orders",
+            "CREATE STREAMING LIVE TABLE big_orders",
+            "transformations/gold.sql:7: unsupported SQL statement: CREATE STREAMING LIVE",
+        ),
+    ],
+    ids=["unknown column", "unknown table", "unsupported SQL"],
+)
+def test_a_mistake_is_one_line_naming_the_file_and_line(
+    spark: SparkSession, tmp_path: Path, file: str, old: str, new: str, error: str
+) -> None:
+    write_project(tmp_path)
+    path = tmp_path / file
+    path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    with pytest.raises(UserError) as raised:
+        load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(error), message
+    assert not (tmp_path / "pipeline-storage/tables").exists()  # nothing written

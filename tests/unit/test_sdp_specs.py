@@ -4,16 +4,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pyspark.pipelines.flow import Flow
 from pyspark.pipelines.output import MaterializedView, StreamingTable, TemporaryView
+from pyspark.sql import DataFrame
 
-from streamsmith.config import load_spec_file
+from streamsmith.config import load_spec, load_spec_file
 from streamsmith.config.sdp_project import read_project
 from streamsmith.defaults import find_spec
 from streamsmith.errors import UserError
+from streamsmith.runtime.app import App, FlowDefinition
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import full_refresh
 from streamsmith.sdp.graph import as_registered
 from streamsmith.sdp.sql import sql_elements, statements
 
@@ -167,3 +173,49 @@ def test_flows_made_in_a_loop_keep_their_turn_s_values() -> None:
         return "!"
 
     assert [flow() for flow in made] == ["eu!", "us!"]
+
+
+def _appender(name: str) -> FlowDefinition:
+    def transform(events: DataFrame, **_streams: DataFrame) -> DataFrame:
+        return events
+
+    return FlowDefinition(
+        name, transform, quarantine=False, record_late=False, appends_with_others=True
+    )
+
+
+def test_append_flows_share_a_table_and_its_full_refresh_resets_them_all(
+    tmp_path: Path,
+) -> None:
+    """The plan an SDP graph makes (see streamsmith.sdp.loader): two flows appending to
+    one Delta table, a third reading it; refreshing the table resets all three."""
+    sources = {
+        "eu_input": {"format": "sdp", "options": {"reads": "json eu"}},
+        "us_input": {"format": "sdp", "options": {"reads": "json us"}},
+        "events": {"format": "delta", "table": "events"},
+    }
+    flows = {
+        "events_eu": {"source": "eu_input", "sink": {"format": "delta", "table": "events"}},
+        "events_us": {"source": "us_input", "sink": {"format": "delta", "table": "events"}},
+        "counted": {"source": "events", "sink": {"format": "delta", "table": "counted"}},
+    }
+    document = {"app": "shop", "storage_root": str(tmp_path), "trigger": "available-now",
+                "sources": sources, "flows": flows}  # fmt: skip
+    app = App("shop", "", tuple(_appender(name) for name in flows), document)
+    plan = build_plan(app, load_spec(document))
+    assert {flow.name: plan.upstream(flow) for flow in plan.flows} == {
+        "events_eu": set(), "events_us": set(), "counted": {"events_eu", "events_us"},
+    }  # fmt: skip
+    assert "source eu_input: read by the flow's own code: json eu" in describe_plan(plan)
+    for output in plan.outputs:
+        output.checkpoint.mkdir(parents=True)
+    removed = full_refresh(plan, ["events"])
+    assert sorted(Path(p).name for p in removed if "checkpoints" in p) == [
+        "counted", "events_eu", "events_us",
+    ]  # fmt: skip
+
+    # flows of a pipeline of one's own still write a table each
+    alone = App("shop", "", tuple(replace(_appender(n), appends_with_others=False)
+                                  for n in flows), document)  # fmt: skip
+    with pytest.raises(UserError, match="both write delta 'events'"):
+        build_plan(alone, load_spec(document))

@@ -91,3 +91,46 @@ def test_a_mistake_is_one_line_naming_the_file_and_line(
     assert "\n" not in message
     assert message.startswith(error), message
     assert not (tmp_path / "pipeline-storage/tables").exists()  # nothing written
+
+
+EXPECTING_SQL = """\
+CREATE STREAMING TABLE paid (
+  CONSTRAINT known_customer EXPECT (customer IS NOT NULL) ON VIOLATION DROP ROW,
+  CONSTRAINT sensible EXPECT (amount < 1000)
+) AS SELECT order_id, customer, amount FROM STREAM(orders);
+"""
+ORDERS_PY = """\
+from pyspark import pipelines as dp
+
+@dp.table
+def orders():
+    return spark.readStream.schema("order_id string, customer string, amount double").json(
+        spark.conf.get("orders.input")
+    )
+"""
+
+
+def test_lakeflow_constraints_in_sql_drop_and_count_as_expectations(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input/1.json").write_text(
+        '{"order_id": "a", "customer": "c1", "amount": 5}\n'
+        '{"order_id": "b", "amount": 7}\n'
+        '{"order_id": "c", "customer": "c2", "amount": 5000}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows/orders.py").write_text(ORDERS_PY, encoding="utf-8")
+    (tmp_path / "flows/paid.sql").write_text(EXPECTING_SQL, encoding="utf-8")
+    (tmp_path / "spark-pipeline.yml").write_text(
+        f"name: expecting\nstorage: {tmp_path}/storage\n"
+        f"configuration: {{orders.input: {tmp_path}/input}}\n"
+        "libraries: [{glob: {include: flows/**}}]\n",
+        encoding="utf-8",
+    )
+    app, spec, _ = load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+    run_pipeline(spark, build_plan(app, spec))
+    paid = DeltaTable(str(tmp_path / "storage/tables/paid")).to_pyarrow_table().to_pylist()
+    # the row without a customer is dropped; the one over 1000 only counted (warn)
+    assert sorted(row["order_id"] for row in paid) == ["a", "c"]

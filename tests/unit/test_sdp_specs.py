@@ -21,7 +21,7 @@ from streamsmith.runtime.describe import describe_plan
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh
 from streamsmith.sdp.graph import as_registered
-from streamsmith.sdp.sql import sql_elements, statements
+from streamsmith.sdp.sql import ExpectingTable, sql_elements, statements
 
 SPEC = """\
 name: shop
@@ -119,7 +119,8 @@ CREATE FLOW into_merged AS INSERT INTO merged BY NAME SELECT * FROM STREAM raw
 def test_sql_statements_become_datasets_and_flows() -> None:
     assert [s.line for s in statements(SQL)] == [1, 3, 7, 10, 11, 12]
     elements = sql_elements(SQL, Path("t/all.sql"), session=None)  # type: ignore[arg-type]
-    kinds = [(type(e).__name__, e.name) for e in elements]
+    classes = (StreamingTable, MaterializedView, TemporaryView, Flow)
+    kinds = [(next(c for c in classes if isinstance(e, c)).__name__, e.name) for e in elements]
     assert kinds == [
         ("StreamingTable", "raw"),
         ("Flow", "raw"),
@@ -219,3 +220,32 @@ def test_append_flows_share_a_table_and_its_full_refresh_resets_them_all(
                                   for n in flows), document)  # fmt: skip
     with pytest.raises(UserError, match="both write delta 'events'"):
         build_plan(alone, load_spec(document))
+
+
+def test_lakeflow_constraints_become_expectations_beside_the_columns() -> None:
+    (table, _flow) = sql_elements(
+        "CREATE STREAMING TABLE t (id INT, CONSTRAINT has_id EXPECT (id IS NOT NULL) "
+        "ON VIOLATION DROP ROW, CONSTRAINT small EXPECT (id < f(1, 2)), "
+        "CONSTRAINT stop EXPECT (id > 0) ON VIOLATION FAIL UPDATE) AS SELECT 1 AS id",
+        Path("t.sql"),
+        session=None,  # type: ignore[arg-type]
+    )
+    assert isinstance(table, ExpectingTable)
+    assert table.schema == "id INT"
+    assert [(e.name, e.sql, e.action) for e in table.expectations] == [
+        ("has_id", "id IS NOT NULL", "drop"),
+        ("small", "id < f(1, 2)", "warn"),
+        ("stop", "id > 0", "fail"),
+    ]
+
+
+def test_a_schema_clause_keeps_nested_types_whole() -> None:
+    (table, _flow) = sql_elements(
+        "CREATE STREAMING TABLE t (m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>, "
+        "CONSTRAINT c EXPECT (size(m) > 0)) AS SELECT 1",
+        Path("t.sql"),
+        session=None,  # type: ignore[arg-type]
+    )
+    assert isinstance(table, ExpectingTable)
+    assert table.schema == "m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>"
+    assert [e.sql for e in table.expectations] == ["size(m) > 0"]

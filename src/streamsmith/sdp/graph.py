@@ -81,7 +81,8 @@ class DeclaredGraph(GraphElementRegistry):
         return parts[-1] if parts[-1] in self.outputs else None
 
     def kind(self, name: str) -> str:
-        return KINDS.get(type(self.outputs[name]), "dataset")
+        output = self.outputs[name]
+        return next((kind for cls, kind in KINDS.items() if isinstance(output, cls)), "dataset")
 
     def flows_into(self, name: str) -> list[DeclaredFlow]:
         return [flow for flow in self.flows.values() if flow.target == name]

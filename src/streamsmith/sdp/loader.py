@@ -28,7 +28,9 @@ from streamsmith.runtime.app import App, FlowDefinition, StreamInput, ViewDefini
 from streamsmith.sdp.analysis import FlowFacts, GraphFrames, analyse
 from streamsmith.sdp.graph import DeclaredFlow, DeclaredGraph, load_graph
 from streamsmith.sdp.session import PipelineSession
+from streamsmith.sdp.sql import ExpectingTable, ExpectingView
 from streamsmith.spark.session import build_session
+from streamsmith.transforms.expectations import Expectation
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,11 @@ def _plan_parts(
                     f"{flow.where}: flow {flow.name!r} reads in batch into {flow.target!r}, "
                     "which other flows write: a table several flows append to takes streams"
                 )
+            if isinstance(output, ExpectingView) and output.expectations:
+                raise UserError(
+                    f"{flow.where}: expectations on materialized view {flow.target!r} are not "
+                    "supported by streamsmith yet (they are on streaming tables)"
+                )
             views.append(
                 ViewDefinition(
                     name=flow.target,
@@ -118,7 +125,7 @@ def _plan_parts(
                 )
             )
             continue
-        if isinstance(output, MaterializedView):
+        if isinstance(output, MaterializedView):  # a batch read fits nothing else
             raise UserError(
                 f"{flow.where}: materialized view {flow.target!r} reads a stream: read its "
                 "input with spark.read (or make it a @dp.table, a streaming table)"
@@ -147,9 +154,17 @@ def _plan_parts(
                 record_late=False,
                 streams=tuple(StreamInput(table, _as_read) for table in streamed[1:]),
                 appends_with_others=True,
+                expectations=_expectations(output),
             )
         )
     return definitions, views, sources, flows
+
+
+def _expectations(output: Table) -> tuple[Expectation, ...]:
+    """The Lakeflow expectations a SQL streaming table declares, as streamsmith's."""
+    if not isinstance(output, ExpectingTable):
+        return ()
+    return tuple(Expectation(e.name, e.sql, e.action) for e in output.expectations)
 
 
 def _stream_transform(frames: GraphFrames, flow: DeclaredFlow) -> Any:

@@ -11,21 +11,16 @@ several per file. Anything else is an error naming the file and line.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.pipelines.flow import Flow
-from pyspark.pipelines.output import (
-    MaterializedView,
-    Output,
-    StreamingTable,
-    Table,
-    TemporaryView,
-)
+from pyspark.pipelines.output import MaterializedView, Output, StreamingTable, TemporaryView
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
 
+from streamsmith.config import ExpectAction
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
@@ -42,10 +37,38 @@ _FLOW = re.compile(
     + _NAME + r"\s+BY\s+NAME\s+(.+)",
     re.IGNORECASE | re.DOTALL,
 )  # fmt: skip
+_CONSTRAINT = re.compile(
+    r"CONSTRAINT\s+(\w+)\s+EXPECT\s*\((.*)\)\s*(?:ON\s+VIOLATION\s+(DROP\s+ROW|FAIL\s+UPDATE))?",
+    re.IGNORECASE | re.DOTALL,
+)
 _SET = re.compile(r"SET\s+([\w.]+)\s*=\s*(.*)", re.IGNORECASE | re.DOTALL)
 _COMMENT = re.compile(r"COMMENT\s+'((?:[^']|'')*)'", re.IGNORECASE)
 _CLAUSE = re.compile(r"(TBLPROPERTIES|PARTITIONED\s+BY|CLUSTER\s+BY)\s*\(", re.IGNORECASE)
 _AS = re.compile(r"AS\s+", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Expecting:
+    """Lakeflow's ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL
+    UPDATE]`` of a SQL dataset: its rule, and ``warn``, ``drop`` or ``fail``."""
+
+    name: str
+    sql: str
+    action: ExpectAction
+
+
+@dataclass(frozen=True)
+class ExpectingTable(StreamingTable):
+    """A SQL streaming table with the expectations its schema clause declares."""
+
+    expectations: tuple[Expecting, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpectingView(MaterializedView):
+    """A SQL materialized view with expectations (refused: a view is recomputed whole)."""
+
+    expectations: tuple[Expecting, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,15 +148,18 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
         kind, name = " ".join(match.group(1).upper().split()), match.group(2).strip("`")
         rest = body[match.end() :].strip()
         schema, comment, properties, partitions, query = _clauses(rest, where, body)
+        schema, expectations = _expectations(schema, where)
         if kind == "TEMPORARY VIEW":
             if schema or properties or partitions:
                 raise UserError(f"{where}: a temporary view takes only COMMENT and AS query")
             found.append(TemporaryView(name, comment, location))
         else:
-            cls: type[Table] = StreamingTable if kind == "STREAMING TABLE" else MaterializedView
-            found.append(
-                cls(name, comment, location, properties, partitions or None, None, schema, None)
+            cls: type[ExpectingTable | ExpectingView] = (
+                ExpectingTable if kind == "STREAMING TABLE" else ExpectingView
             )
+            partitioned = partitions or None
+            table = cls(name, comment, location, properties, partitioned, None, schema, None)
+            found.append(replace(table, expectations=expectations))
         if query is None:
             if kind != "STREAMING TABLE":
                 raise UserError(f"{where}: CREATE {kind} {name} needs AS SELECT ...")
@@ -176,6 +202,28 @@ def _clauses(
     return schema, comment, properties, partitions, query
 
 
+def _expectations(schema: str | None, where: str) -> tuple[str | None, tuple[Expecting, ...]]:
+    """The schema clause's columns (None without any) and its ``CONSTRAINT``s."""
+    if schema is None:
+        return None, ()
+    columns, rules = [], []
+    for item in _split_top(schema):
+        if not item.upper().startswith("CONSTRAINT"):
+            columns.append(item)
+            continue
+        match = _CONSTRAINT.fullmatch(item)
+        if match is None:
+            raise UserError(
+                f"{where}: write CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | "
+                f"FAIL UPDATE], not {_first_words(item)}"
+            )
+        name, condition, violation = match.groups()
+        actions: dict[str, ExpectAction] = {"DROP ROW": "drop", "FAIL UPDATE": "fail"}
+        action = actions.get(" ".join((violation or "").upper().split()), "warn")
+        rules.append(Expecting(name, condition.strip(), action))
+    return (", ".join(columns) or None), tuple(rules)
+
+
 def _parenthesised(text: str, where: str) -> tuple[str, str]:
     """The text inside the parentheses ``text`` starts with, and what follows them."""
     depth, quote = 0, ""
@@ -194,20 +242,25 @@ def _parenthesised(text: str, where: str) -> tuple[str, str]:
 
 
 def _split_top(text: str) -> list[str]:
-    """``text`` split at commas outside parentheses and quotes."""
+    """``text`` split at commas outside parentheses, quotes and a type's angle brackets
+    (``MAP<STRING, INT>``: a ``<`` right after a word; ``a < b`` compares)."""
     parts: list[str] = []
     current: list[str] = []
-    depth, quote = 0, ""
+    depth, angles, quote = 0, 0, ""
     for char in text:
         if quote:
             quote = "" if char == quote else quote
         elif char in "'\"`":
             quote = char
-        elif char in "(<":
+        elif char == "(":
             depth += 1
-        elif char in ")>":
+        elif char == ")":
             depth -= 1
-        elif char == "," and depth == 0:
+        elif char == "<" and current and current[-1].isalnum():
+            angles += 1
+        elif char == ">" and angles:
+            angles -= 1
+        elif char == "," and depth == 0 and angles == 0:
             parts.append("".join(current).strip())
             current = []
             continue

@@ -222,15 +222,18 @@ def test_append_flows_share_a_table_and_its_full_refresh_resets_them_all(
         build_plan(alone, load_spec(document))
 
 
+def one_table(sql: str) -> ExpectingTable:
+    (table, _flow) = sql_elements(sql, Path("t.sql"), session=None)  # type: ignore[arg-type]
+    assert isinstance(table, ExpectingTable)
+    return table
+
+
 def test_lakeflow_constraints_become_expectations_beside_the_columns() -> None:
-    (table, _flow) = sql_elements(
+    table = one_table(
         "CREATE STREAMING TABLE t (id INT, CONSTRAINT has_id EXPECT (id IS NOT NULL) "
         "ON VIOLATION DROP ROW, CONSTRAINT small EXPECT (id < f(1, 2)), "
-        "CONSTRAINT stop EXPECT (id > 0) ON VIOLATION FAIL UPDATE) AS SELECT 1 AS id",
-        Path("t.sql"),
-        session=None,  # type: ignore[arg-type]
+        "CONSTRAINT stop EXPECT (id > 0) ON VIOLATION FAIL UPDATE) AS SELECT 1 AS id"
     )
-    assert isinstance(table, ExpectingTable)
     assert table.schema == "id INT"
     assert [(e.name, e.sql, e.action) for e in table.expectations] == [
         ("has_id", "id IS NOT NULL", "drop"),
@@ -240,12 +243,9 @@ def test_lakeflow_constraints_become_expectations_beside_the_columns() -> None:
 
 
 def test_a_schema_clause_keeps_nested_types_whole() -> None:
-    (table, _flow) = sql_elements(
+    table = one_table(
         "CREATE STREAMING TABLE t (m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>, "
-        "CONSTRAINT c EXPECT (size(m) > 0)) AS SELECT 1",
-        Path("t.sql"),
-        session=None,  # type: ignore[arg-type]
+        "CONSTRAINT c EXPECT (size(m) > 0)) AS SELECT 1"
     )
-    assert isinstance(table, ExpectingTable)
     assert table.schema == "m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>"
     assert [e.sql for e in table.expectations] == ["size(m) > 0"]

@@ -64,8 +64,8 @@ def find_spec(target: str | None) -> Path | None:
         default = Path(SPEC_FILE)
         if not default.is_file():
             raise UserError(
-                f"no {SPEC_FILE} (nor {SDP_SPEC_FILES[0]}) here: name an app (see "
-                "`streamsmith apps`) or a spec file, or create a pipeline with "
+                f"no {SPEC_FILE} here, nor a {SDP_SPEC_FILES[0]} here or above: name an app "
+                "(see `streamsmith apps`) or a spec file, or create a pipeline with "
                 "`streamsmith init DIR`"
             )
         return default.resolve()

@@ -35,6 +35,7 @@ def delta_tables(folder: Path) -> dict[str, tuple[list[str], list[tuple[Any, ...
 
 
 @pytest.mark.deep
+@pytest.mark.timeout(3600)  # three Spark applications, one a Connect server
 @pytest.mark.skipif(not SDP.exists(), reason="make peers-sdp installs spark-pipelines")
 def test_streamsmith_tables_equal_spark_pipelines_tables(tmp_path: Path) -> None:
     ours, theirs = tmp_path / "streamsmith", tmp_path / "sdp"

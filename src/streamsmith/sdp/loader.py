@@ -12,7 +12,7 @@ Spark, as ``spark-pipelines`` does when it registers them, so it starts the sess
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,13 @@ from streamsmith.config import PipelineSpec, load_spec
 from streamsmith.config.sdp_project import SdpProject, read_project
 from streamsmith.errors import UserError
 from streamsmith.io.sources.declared import READS
-from streamsmith.runtime.app import App, FlowDefinition, StreamInput, ViewDefinition
+from streamsmith.runtime.app import (
+    App,
+    FlowDefinition,
+    StreamInput,
+    Transform,
+    ViewDefinition,
+)
 from streamsmith.sdp.analysis import FlowFacts, GraphFrames, analyse
 from streamsmith.sdp.graph import DeclaredFlow, DeclaredGraph, load_graph
 from streamsmith.sdp.session import PipelineSession
@@ -167,7 +173,7 @@ def _expectations(output: Table) -> tuple[Expectation, ...]:
     return tuple(Expectation(e.name, e.sql, e.action) for e in output.expectations)
 
 
-def _stream_transform(frames: GraphFrames, flow: DeclaredFlow) -> Any:
+def _stream_transform(frames: GraphFrames, flow: DeclaredFlow) -> Transform:
     """The flow's transform: its function's frame (which reads its input itself)."""
 
     def transform(events: DataFrame, **_streams: DataFrame) -> DataFrame:
@@ -177,7 +183,9 @@ def _stream_transform(frames: GraphFrames, flow: DeclaredFlow) -> Any:
     return transform
 
 
-def _view_query(frames: GraphFrames, flow: DeclaredFlow) -> Any:
+def _view_query(frames: GraphFrames, flow: DeclaredFlow) -> Callable[[SparkSession], DataFrame]:
+    """The view's query: its function's frame, built anew at each refresh."""
+
     def query(spark: SparkSession) -> DataFrame:
         return frames.frame(spark, flow)
 

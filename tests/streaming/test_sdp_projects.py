@@ -134,3 +134,23 @@ def test_lakeflow_constraints_in_sql_drop_and_count_as_expectations(
     paid = DeltaTable(str(tmp_path / "storage/tables/paid")).to_pyarrow_table().to_pylist()
     # the row without a customer is dropped; the one over 1000 only counted (warn)
     assert sorted(row["order_id"] for row in paid) == ["a", "c"]
+
+
+def test_a_streamsmith_yml_beside_the_spec_sets_what_streamsmith_adds(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write_project(tmp_path)
+    (tmp_path / "streamsmith.yml").write_text(
+        "trigger: interval=5s\nflows:\n  orders_raw: {description: raw orders as sent}\n",
+        encoding="utf-8",
+    )
+    app, spec, loaded = load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+    assert (spec.trigger, spec.flows["orders_raw"].description) == (
+        "interval=5s", "raw orders as sent",
+    )  # fmt: skip
+    assert spec.flows["orders_silver"].source == "orders_raw"  # the graph's own
+    assert sorted(view.name for view in app.views) == [
+        "customers", "example_python_materialized_view", "example_sql_materialized_view",
+        "revenue_by_customer",
+    ]  # fmt: skip
+    assert loaded.facts["region_events_us"].streamed == ("orders_raw",)

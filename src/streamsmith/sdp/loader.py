@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.pipelines.output import MaterializedView, Table, TemporaryView
 from pyspark.sql import DataFrame, SparkSession
 
-from streamsmith.config import PipelineSpec, load_spec
+from streamsmith.config import PipelineSpec, deep_merge, load_spec, read_spec_yaml
 from streamsmith.config.sdp_project import SdpProject, read_project
 from streamsmith.errors import UserError
 from streamsmith.io.sources.declared import READS
@@ -67,7 +67,7 @@ def load_project(
     def spec_of(document: Mapping[str, Any]) -> PipelineSpec:
         return load_spec(document, layers, sets, overrides=overrides, storage_root=storage_root)
 
-    first = spec_of(base)
+    first = _settings_only(base, layers, sets, overrides, storage_root)
     if spark is None:
         spark = build_session(first.session_spark, f"streamsmith-{project.name}")
     for key, value in project.code_settings.items():
@@ -91,6 +91,26 @@ def load_project(
         views=tuple(views),
     )
     return app, spec, LoadedProject(project, graph, facts)
+
+
+_GRAPH_KEYS = ("sources", "flows", "materialized_views")
+
+
+def _settings_only(
+    base: Mapping[str, Any],
+    layers: Sequence[Path],
+    sets: Sequence[str],
+    overrides: Mapping[str, Any] | None,
+    storage_root: str | None,
+) -> PipelineSpec:
+    """The spec before the graph is known: its storage root and Spark settings, with
+    what the layers say of flows left out (they name flows the graph has yet to make)."""
+    document = dict(base)
+    for layer in layers:
+        found = {k: v for k, v in read_spec_yaml(layer).items() if k not in _GRAPH_KEYS}
+        document = deep_merge(document, found)
+    settings = [s for s in sets if s.split(".", 1)[0] not in _GRAPH_KEYS]
+    return load_spec(document, (), settings, overrides=overrides, storage_root=storage_root)
 
 
 def _plan_parts(

@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java maven jars lock postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-static test-suite test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink clean
+.PHONY: setup java maven jars lock postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-static test-suite test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink peers-sdp clean
 
 setup: java postgres blas $(VENV)/.installed jars jvm-archive
 
@@ -168,6 +168,20 @@ $(FLINK_STAMP): | java maven
 	$(FLINK_VENV)/bin/python -m pip install -q apache-flink==$(FLINK_VERSION)
 	rm -rf $(FLINK_VENV)/jars
 	mvn -B -q dependency:copy -Dartifact=$(FLINK_KAFKA) -DoutputDirectory=$(FLINK_VENV)/jars
+	@touch $@
+
+# Spark Declarative Pipelines' own runner (`spark-pipelines`), the reference the SDP tests
+# marked deep and benchmarks compare streamsmith's tables with: pyspark with its pipelines
+# extra in a virtualenv of its own, with Delta's jars (resolved by `streamsmith jvm fetch`)
+# copied into that pyspark's jars/ folder. No run downloads anything.
+SDP_VENV := .venv-sdp
+peers-sdp: $(SDP_VENV)/.installed
+
+$(SDP_VENV)/.installed: | jars
+	@[ -x $(SDP_VENV)/bin/python ] || $(PYTHON) -m venv $(SDP_VENV)
+	$(SDP_VENV)/bin/python -m pip install -q "pyspark[pipelines]==4.2.0"
+	cp $$($(VENV)/bin/streamsmith jvm jars | awk '$$1 == "spark" && $$2 ~ /\/delta-[^\/]*\.jar$$/ {print $$2}') \
+	  "$$($(SDP_VENV)/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
 	@touch $@
 
 demo-cloudtrail: setup

@@ -17,6 +17,9 @@ from streamsmith.object_store import is_object_url, object_root
 DEFAULT_STORAGE_ROOT = "./streamsmith-data"
 STORAGE_ROOT_ENV = "STREAMSMITH_ROOT"
 SPEC_FILE = "streamsmith.yml"  # a pipeline of your own: its spec, found in its folder
+# A Spark Declarative Pipelines project's spec, found in a folder or its parents, as
+# ``spark-pipelines`` finds it (a streamsmith.yml beside it holds streamsmith's settings).
+SDP_SPEC_FILES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 # The session time zone streamsmith gives Spark unless the spec's spark.conf sets one
 # (dates derived from event times must not depend on the host); the DuckDB read side
 # uses the same.
@@ -50,20 +53,29 @@ def default_root(given: str | None) -> Path:
 
 def find_spec(target: str | None) -> Path | None:
     """The spec file ``target`` names: a YAML file, a Python file declaring a
-    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml``, or with no target
-    ``./streamsmith.yml``; None when ``target`` is an app's name."""
+    :class:`streamsmith.Pipeline`, a folder holding ``streamsmith.yml`` or an SDP
+    project's ``spark-pipeline.yml``; with no target the one here (an SDP project's also
+    in a parent folder, as ``spark-pipelines`` looks); None when ``target`` is an app's
+    name."""
     if target is None:
+        found = sdp_spec_in(Path.cwd(), parents=not Path(SPEC_FILE).is_file())
+        if found is not None:
+            return found
         default = Path(SPEC_FILE)
         if not default.is_file():
             raise UserError(
-                f"no {SPEC_FILE} here: name an app (see `streamsmith apps`) or a spec file, "
-                "or create a pipeline with `streamsmith init DIR`"
+                f"no {SPEC_FILE} here, nor a {SDP_SPEC_FILES[0]} here or above: name an app "
+                "(see `streamsmith apps`) or a spec file, or create a pipeline with "
+                "`streamsmith init DIR`"
             )
         return default.resolve()
     path = Path(target).expanduser()
     if path.is_dir():
+        found = sdp_spec_in(path.resolve(), parents=False)
+        if found is not None:
+            return found
         if not (path / SPEC_FILE).is_file():
-            raise UserError(f"folder {path} holds no {SPEC_FILE}")
+            raise UserError(f"folder {path} holds no {SPEC_FILE} (nor {SDP_SPEC_FILES[0]})")
         return (path / SPEC_FILE).resolve()
     if path.suffix in (".yml", ".yaml", ".py"):
         if not path.is_file():
@@ -72,3 +84,24 @@ def find_spec(target: str | None) -> Path | None:
             )
         return path.resolve()
     return None
+
+
+def sdp_spec_in(folder: Path, *, parents: bool) -> Path | None:
+    """The ``spark-pipeline.yml`` (or ``.yaml``) in ``folder`` (or, with ``parents``, the
+    nearest folder above holding one); two in one folder is an error, as in SDP."""
+    for place in (folder, *folder.parents) if parents else (folder,):
+        found = [place / name for name in SDP_SPEC_FILES if (place / name).is_file()]
+        if len(found) > 1:
+            raise UserError(f"folder {place} holds both {' and '.join(SDP_SPEC_FILES)}: keep one")
+        if found:
+            return found[0].resolve()
+    return None
+
+
+def spec_here() -> Path | None:
+    """The spec a command naming none reads, without raising: what :func:`find_spec`
+    finds with no target, or None."""
+    try:
+        return find_spec(None)
+    except UserError:
+        return None

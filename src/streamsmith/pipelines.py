@@ -37,6 +37,7 @@ from streamsmith.config import (
     load_spec_file,
     read_spec_yaml,
 )
+from streamsmith.config.sdp_project import is_sdp_spec
 from streamsmith.defaults import root_in
 from streamsmith.errors import UserError
 from streamsmith.io.kafka.client import KafkaSourceError
@@ -70,12 +71,18 @@ def load_pipeline(
     keep_inferred: bool = True,
 ) -> tuple[App, PipelineSpec]:
     """The pipeline the spec file ``path`` declares (or the Python file, its
-    :class:`~streamsmith.Pipeline`), with further files and ``--set`` values layered over
+    :class:`~streamsmith.Pipeline`; or an SDP project's ``spark-pipeline.yml``, its
+    graph: ``streamsmith.sdp``), with further files and ``--set`` values layered over
     it. A relative ``storage_root`` in the file (for a Python file, its ``Pipeline``'s
     ``spec``; by default ``streamsmith-data``) is taken from the file's folder, so the
     pipeline runs the same from anywhere. A schema inferred now (``schema: infer``) is
     stored as the source's version 0 unless ``keep_inferred`` is false (``dry-run``)."""
     folder = path.parent
+    if is_sdp_spec(path):
+        from streamsmith.sdp.loader import load_project
+
+        loaded = load_project(path, files, sets, overrides=overrides, storage_root=storage_root)
+        return loaded[0], loaded[1]
     if path.suffix == ".py":
         app = python_pipeline(path)
         declared = app.default_spec.get("storage_root", "streamsmith-data")

@@ -23,10 +23,10 @@ from rich.console import Console
 from streamsmith import console
 from streamsmith.defaults import (
     DEFAULT_STORAGE_ROOT,
-    SPEC_FILE,
     STORAGE_ROOT_ENV,
     absolute_root,
     find_spec,
+    spec_here,
 )
 from streamsmith.errors import UserError
 
@@ -115,21 +115,24 @@ def spec_for(
 
 def reading_target(app: str | None) -> str | None:
     """What a read-only command (query, sql-server, status) reads when it names no app:
-    the pipeline of ``./streamsmith.yml`` when there is one, else the default storage
+    the pipeline of ``./streamsmith.yml`` (or the SDP project here) when there is one,
+    else the default storage
     root (by the cloudtrail app's spec, whose Spark settings are the defaults)."""
-    if app is not None or Path(SPEC_FILE).is_file():
+    if app is not None or spec_here() is not None:
         return app
     return "cloudtrail"
 
 
 def storage_root(root: str | None) -> Path:
     """``--root``, else ``$STREAMSMITH_ROOT``, else the storage root of ``./streamsmith.yml``
-    when there is one (a pipeline's own folder), else the default; made absolute."""
+    (or of the SDP project here) when there is one (a pipeline's own folder), else the
+    default; made absolute."""
     given = root or os.environ.get(STORAGE_ROOT_ENV)
-    if given is None and Path(SPEC_FILE).is_file():
+    here = spec_here() if given is None else None
+    if here is not None and here.suffix != ".py":
         from streamsmith.config import load_spec_file
 
-        return load_spec_file(Path(SPEC_FILE).resolve()).root
+        return load_spec_file(here).root
     return absolute_root(given or DEFAULT_STORAGE_ROOT)
 
 

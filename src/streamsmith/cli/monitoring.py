@@ -77,9 +77,9 @@ def _status_scope(app: str | None, root: str | None) -> tuple[Path, str | None]:
     ``./streamsmith.yml``) gives both, read without loading the pipeline's code; else
     ``--root`` and the app's name."""
     from streamsmith.config import load_spec_file
-    from streamsmith.defaults import SPEC_FILE, find_spec
+    from streamsmith.defaults import find_spec, spec_here
 
-    if app is None and (root is not None or not Path(SPEC_FILE).is_file()):
+    if app is None and (root is not None or spec_here() is None):
         return storage_root(root), None
     path = find_spec(app)
     if path is None:  # a reference app's name

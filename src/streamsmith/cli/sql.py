@@ -22,7 +22,13 @@ from streamsmith.cli.common import (
     spec_for,
     stop_on_signals,
 )
-from streamsmith.defaults import SESSION_TIME_ZONE, SPEC_FILE, default_root
+from streamsmith.defaults import (
+    SESSION_TIME_ZONE,
+    SPEC_FILE,
+    default_root,
+    sdp_spec_in,
+    spec_here,
+)
 from streamsmith.errors import UserError
 
 if TYPE_CHECKING:
@@ -202,10 +208,12 @@ def _check_lake_tables(sql: str, spec: PipelineSpec) -> None:
 
 
 def _yaml_spec(app: str | None) -> Path | None:
-    """The YAML spec file ``app`` names (none: ./streamsmith.yml if there is one)."""
-    path = Path(app).expanduser() if app is not None else Path(SPEC_FILE)
+    """The YAML spec file ``app`` names (none: ./streamsmith.yml, or the SDP project's
+    spark-pipeline.yml here, if there is one)."""
+    here = spec_here() if app is None else None
+    path = Path(app).expanduser() if app is not None else here or Path(SPEC_FILE)
     if path.is_dir():
-        path = path / SPEC_FILE
+        path = sdp_spec_in(path, parents=False) or path / SPEC_FILE
     if path.suffix in (".yml", ".yaml") and path.is_file():
         return path.resolve()
     return None

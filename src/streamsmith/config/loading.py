@@ -41,7 +41,21 @@ def load_spec_file(
     folder, so the pipeline runs the same from anywhere. ``flows`` are what the file's
     flows fall back on (the pipeline's libraries say; see ``streamsmith.pipelines``);
     without them, as a reader of the lake loads it without the pipeline's code, each flow
-    falls back on the only source and the lake table of its name."""
+    falls back on the only source and the lake table of its name. An SDP project's
+    ``spark-pipeline.yml`` gives its name, storage and Spark settings (a ``streamsmith.yml``
+    beside it layered over), without its flows, which only its code declares."""
+    from streamsmith.config.sdp_project import is_sdp_spec, read_project
+
+    if is_sdp_spec(path):
+        project = read_project(path)
+        overlay = [project.overlay] if project.overlay else []
+        return load_spec(
+            project.base_document,
+            [*overlay, *files],
+            sets,
+            overrides=overrides,
+            storage_root=storage_root,
+        )
     folder = path.parent
     if flows is None:
         flows = _reader_flow_defaults(read_spec_yaml(path))

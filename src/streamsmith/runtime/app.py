@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from streamsmith.config import spark_duration
@@ -115,6 +115,8 @@ class FlowDefinition:
     batch_arguments: Mapping[str, Any] = field(default_factory=dict)
     expectations: tuple[Expectation, ...] = ()
     from_spec: bool = False
+    # Other flows may append to its Delta table too (SDP's append flows into one table).
+    appends_with_others: bool = False
 
     @property
     def applies_event_time(self) -> bool:
@@ -134,6 +136,19 @@ def takes_parameter(function: Callable[..., Any], name: str) -> bool:
 
 
 @dataclass(frozen=True)
+class ViewDefinition:
+    """A materialized view whose query is code (a Spark Declarative Pipelines
+    ``@dp.materialized_view``): ``query(spark)`` builds the frame each refresh writes,
+    reading the pipeline's tables ``reads`` (the spec's views are SQL instead)."""
+
+    name: str
+    query: Callable[[SparkSession], DataFrame]
+    reads: tuple[str, ...] = ()
+    description: str = ""
+    partition_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class App:
     """A reference application: what it does, its flows, and the spec it runs with by default."""
 
@@ -142,6 +157,7 @@ class App:
     flows: tuple[FlowDefinition, ...]
     default_spec: Mapping[str, Any]
     input_hint: str = ""
+    views: tuple[ViewDefinition, ...] = ()
 
     def flow(self, name: str) -> FlowDefinition:
         """The flow called ``name``."""

@@ -44,6 +44,8 @@ def nothing_new(plan: Plan) -> str | None:
         return None
     if not all(output.trigger.terminates for output in plan.outputs):
         return None
+    if not plan.flows or any(view.query is not None for view in plan.views):
+        return None  # a view whose code reads input only Spark can tell about
     files: set[str] = set()
     partitions: set[TopicPartition] = set()
     for flow in plan.flows:

@@ -58,7 +58,8 @@ def describe_plan(plan: Plan) -> str:
             view.schedule
         )
         lines.append(f"materialized view {view.name}: {view.description}".rstrip(": "))
-        lines.append(f"  reads {', '.join(view.reads)}; full recompute into delta {view.path}")
+        reads = ", ".join(view.reads) or "its own input"
+        lines.append(f"  reads {reads}; full recompute into delta {view.path}")
         lines.append(f"  refreshed {' and '.join(when) or 'by each catch-up run'}")
     lines.extend(describe_graph(plan))
     lines.extend(f"warning: {warning}" for warning in plan.warnings)

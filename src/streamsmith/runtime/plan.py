@@ -313,14 +313,14 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
                 maintenance=maintenance,
             )
         )
-    if not flows:
+    if not flows and not app.views:
         raise UserError(f"every flow of app {app.name!r} is disabled in the spec: nothing to run")
     _check_targets(flows)
     _check_checkpoints(flows)
     flows = _in_dependency_order(flows)
     check_table_reads(spec)
     flows = _shared_reads(app.name, flows)
-    views = _views(spec, flows)
+    views = _views(spec, flows, app)
     archives = _archives(spec, app.name, flows)
     plan = Plan(app, spec, root, tuple(flows), tuple(warnings), views, archives)
     _check_maintenance(plan)
@@ -335,10 +335,10 @@ def build_plan(app: App, spec: PipelineSpec, trigger: Trigger | None = None) -> 
     return plan
 
 
-def _views(spec: PipelineSpec, flows: list[FlowPlan]) -> tuple[ViewPlan, ...]:
-    """The spec's materialized views, each after the views it reads, with the flows whose
-    tables it reads. A pipeline with a flow always on refreshes a view only on its
-    schedule, so there a view needs one."""
+def _views(spec: PipelineSpec, flows: list[FlowPlan], app: App) -> tuple[ViewPlan, ...]:
+    """The spec's materialized views and the app's, each after the views it reads, with
+    the flows whose tables it reads. A pipeline with a flow always on refreshes a view
+    only on its schedule, so there a view needs one."""
     writers = {o.table: f.name for f in flows for o in f.outputs if o.role == "main"}
     always_on = [f.name for f in flows if not all(o.trigger.terminates for o in f.outputs)]
     views = []
@@ -360,6 +360,19 @@ def _views(spec: PipelineSpec, flows: list[FlowPlan]) -> tuple[ViewPlan, ...]:
                 schedule=view.schedule,
                 partition_by=view.partition_by,
                 description=view.description,
+            )
+        )
+    for coded in app.views:
+        views.append(
+            ViewPlan(
+                name=coded.name,
+                sql="",
+                path=table_path(spec.root, coded.name),
+                reads=coded.reads,
+                flows=frozenset(),
+                partition_by=coded.partition_by,
+                description=coded.description,
+                query=coded.query,
             )
         )
     return tuple(with_flows(order_views(views), writers))
@@ -671,12 +684,24 @@ def _expectations(
 
 
 def _check_targets(flows: list[FlowPlan]) -> None:
-    """Each sink writes its own table or topic."""
+    """Each sink writes its own table or topic, but that several flows may append to one
+    Delta table (each batch its own commit, as SDP's append flows do)."""
     written: dict[str, str] = {}
+    appended: set[str] = set()
     for flow in flows:
         for output in flow.sinks:
             target = f"{output.sink.format} {output.sink.target!r}"
             writer = flow.name if output.name is None else f"{flow.name} (sink {output.name})"
+            appends = output.sink.format == "delta" and output.output_mode == "append"
+            if appends and flow.definition.appends_with_others:
+                if target in written and target not in appended:
+                    raise UserError(
+                        f"flows {written[target]!r} and {writer!r} both write {target}; "
+                        "several flows may write one table only by appending to it"
+                    )
+                appended.add(target)
+                written.setdefault(target, writer)
+                continue
             if target in written:
                 raise UserError(
                     f"flows {written[target]!r} and {writer!r} both write {target}; "
@@ -920,7 +945,7 @@ def _shared_reads(app: str, flows: list[FlowPlan]) -> list[FlowPlan]:
         source = flow.source
         own = any(key.lower().startswith("rangecache") for key in source.options)
         alone = readers[flow.source_name] < 2 or flow.source_name in always_on
-        if source.is_file_source or own or alone:
+        if source.format != "kafka" or own or alone:  # a Delta table read by two: not shared
             shared.append(flow)
             continue
         options = {

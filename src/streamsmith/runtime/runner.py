@@ -211,14 +211,17 @@ def full_refresh(plan: Plan, tables: Sequence[str] = ()) -> list[str]:
     their checkpoints."""
     outputs = plan.outputs
     if tables:
-        writers = {output.table: flow.name for flow in plan.flows for output in flow.sinks}
+        writers: dict[str, set[str]] = {}  # several flows may append to one table
+        for flow in plan.flows:
+            for output in flow.sinks:
+                writers.setdefault(output.table, set()).add(flow.name)
         unknown = sorted(set(tables) - set(writers))
         if unknown:
             raise UserError(
                 f"--full-refresh-table {', '.join(unknown)}: no flow of app {plan.app.name} "
                 f"writes it (its tables: {', '.join(sorted(writers))})"
             )
-        flows = plan.downstream({writers[table] for table in tables})
+        flows = plan.downstream({name for table in tables for name in writers[table]})
         outputs = tuple(output for flow in flows for output in flow.outputs)
     for output in outputs:  # all refusals before anything is removed
         output.sink.check_reset()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.errors import UserError
 from streamsmith.io.delta import overwrite_table
@@ -48,6 +48,8 @@ class ViewPlan:
     schedule: str | None = None
     partition_by: tuple[str, ...] = ()
     description: str = ""
+    # The view's query as code (``App.views``), which reads the tables itself; else ``sql``.
+    query: Callable[[SparkSession], DataFrame] | None = None
 
 
 def tables_read(sql: str, where: str) -> tuple[str, ...]:
@@ -103,11 +105,14 @@ def refresh(
         started = time.monotonic()
         event: dict[str, Any] = {"view": view.name, "table": view.name, "trigger": trigger}
         try:
-            tables = lake_tables(root)
-            for name in view.reads:  # as last committed (a view refreshed just before, too)
-                if name in tables:
-                    read_table(spark, tables[name]).createOrReplaceTempView(name)
-            result = spark.sql(view.sql)
+            if view.query is not None:
+                result = view.query(spark)
+            else:
+                tables = lake_tables(root)
+                for name in view.reads:  # as last committed (a view refreshed just before, too)
+                    if name in tables:
+                        read_table(spark, tables[name]).createOrReplaceTempView(name)
+                result = spark.sql(view.sql)
             overwrite_table(result, view.path, view.partition_by)
         except Exception as exc:  # recorded and returned: callers alert or fail the run
             message = f"refresh of materialized view {view.name} failed: {first_line(str(exc))}"

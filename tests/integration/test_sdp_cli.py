@@ -1,0 +1,63 @@
+"""An SDP project as its user runs it, in its own folder, unchanged: ``streamsmith
+dry-run`` draws its graph, ``streamsmith run`` carries the first chunk through every
+dataset and a second ``run`` only the chunk delivered since (the tables keep their
+state, unlike SDP's in-memory catalog)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+from sdp_shop import DATASETS, deliver, expected, write_project
+
+
+def streamsmith(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSMITH_ROOT"}
+    return subprocess.run(
+        [sys.executable, "-m", "streamsmith", *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+
+
+def tables(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
+    found = {}
+    for name in DATASETS:
+        rows = DeltaTable(str(folder / "pipeline-storage/tables" / name)).to_pyarrow_table()
+        found[name] = sorted(tuple(row.values()) for row in rows.to_pylist())
+    return found
+
+
+def test_dry_run_then_two_catch_ups_in_an_unchanged_sdp_project(tmp_path: Path) -> None:
+    write_project(tmp_path)
+    deliver(tmp_path, 0)
+    shown = streamsmith(tmp_path / "transformations", "dry-run")  # found from a subfolder
+    assert shown.returncode == 0, shown.stderr
+    assert "source orders_raw_input: read by the flow's own code: json " in shown.stdout
+    assert shown.stdout.rstrip().endswith(
+        "dependency graph (flows start in this order, then the views refresh):\n"
+        "  source orders_raw_input -> orders_raw\n"
+        "  orders_raw -> orders_silver (table orders_raw, appended rows)\n"
+        "  orders_silver -> big_orders (table orders_silver, appended rows)\n"
+        "  orders_raw -> region_events_eu (table orders_raw, appended rows)\n"
+        "  orders_raw -> region_events_us (table orders_raw, appended rows)\n"
+        "  example_python_materialized_view -> example_sql_materialized_view "
+        "(materialized view, reads view example_python_materialized_view)\n"
+        "  orders_silver -> revenue_by_customer (materialized view, reads table orders_silver)\n"
+        "  customers -> revenue_by_customer (materialized view, reads view customers)"
+    )
+    assert not (tmp_path / "pipeline-storage/tables").exists()
+
+    first = streamsmith(tmp_path, "run")
+    assert first.returncode == 0, first.stderr
+    assert tables(tmp_path) == expected(1)
+
+    deliver(tmp_path, 1)
+    second = streamsmith(tmp_path, "run")
+    assert second.returncode == 0, second.stderr
+    assert tables(tmp_path) == expected(2)
+    assert "shop.orders_raw: 1 batches, 3 records read, 3 rows written" in second.stdout

@@ -1,0 +1,251 @@
+"""An SDP project's parts that need no Spark: its spec file found and read as
+``spark-pipelines`` does, its SQL files split into graph elements, and flows made in a
+``for`` loop keeping each turn's values."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pyspark.pipelines.flow import Flow
+from pyspark.pipelines.output import MaterializedView, StreamingTable, TemporaryView
+from pyspark.sql import DataFrame
+
+from streamsmith.config import load_spec, load_spec_file
+from streamsmith.config.sdp_project import read_project
+from streamsmith.defaults import find_spec
+from streamsmith.errors import UserError
+from streamsmith.runtime.app import App, FlowDefinition
+from streamsmith.runtime.describe import describe_plan
+from streamsmith.runtime.plan import build_plan
+from streamsmith.runtime.runner import full_refresh
+from streamsmith.sdp.graph import as_registered
+from streamsmith.sdp.sql import ExpectingTable, sql_elements, statements
+
+SPEC = """\
+name: shop
+storage: file:///data/shop-storage
+database: sales
+configuration:
+  spark.sql.shuffle.partitions: "4"
+  shop.region: eu
+libraries:
+  - glob:
+      include: transformations/**
+  - glob:
+      include: extra/one.sql
+"""
+
+
+def write(folder: Path, text: str = SPEC, name: str = "spark-pipeline.yml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder / name
+
+
+def test_the_spec_is_found_from_a_subfolder_and_read_with_its_libraries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = write(tmp_path)
+    for name in ("transformations/b.py", "transformations/deep/a.sql", "extra/one.sql"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    (tmp_path / "transformations/__pycache__").mkdir()
+    (tmp_path / "transformations/__pycache__/b.cpython-311.pyc").write_text("")
+    monkeypatch.chdir(tmp_path / "transformations/deep")
+    assert find_spec(None) == spec.resolve()
+    assert find_spec(str(tmp_path)) == spec.resolve()
+
+    project = read_project(spec)
+    assert (project.name, project.database, project.storage_root) == (
+        "shop", "sales", "/data/shop-storage",
+    )  # fmt: skip
+    assert [p.relative_to(tmp_path) for p in project.files()] == [
+        Path("transformations/b.py"),
+        Path("transformations/deep/a.sql"),
+        Path("extra/one.sql"),
+    ]
+    # Spark reads spark.* as it starts; the rest the code reads with spark.conf.get
+    assert project.spark_settings == {"spark.sql.shuffle.partitions": "4"}
+    assert project.code_settings == {"shop.region": "eu"}
+    # what status and query read, without the code: name, storage, Spark settings
+    read = load_spec_file(spec)
+    assert (read.app, str(read.root)) == ("shop", "/data/shop-storage")
+    assert read.trigger == "available-now"
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (SPEC + "trigger: 10s\n", "unknown key 'trigger' (a spark-pipeline.yml has name,"),
+        ("name: shop\n", "storage is required (a string)"),
+        (
+            "name: s\nstorage: x\nlibraries:\n  - glob:\n      include: t/**/*.py\n",
+            "libraries glob 't/**/*.py': use a file's path or a folder ending in /**",
+        ),
+    ],
+)
+def test_a_spec_mistake_is_one_line_naming_the_file(tmp_path: Path, text: str, error: str) -> None:
+    spec = write(tmp_path, text)
+    with pytest.raises(UserError, match="^" + str(spec)) as raised:
+        read_project(spec).files()
+    assert error in str(raised.value)
+
+
+def test_two_specs_in_one_folder_are_refused(tmp_path: Path) -> None:
+    write(tmp_path)
+    write(tmp_path, name="spark-pipeline.yaml")
+    with pytest.raises(UserError, match="holds both spark-pipeline.yml and spark-pipeline.yaml"):
+        find_spec(str(tmp_path))
+
+
+SQL = """\
+SET spark.sql.ansi.enabled = true;
+-- a comment; with a semicolon
+CREATE OR REFRESH STREAMING TABLE raw (id INT, name STRING)
+COMMENT 'it''s raw' TBLPROPERTIES ('quality' = 'bronze') PARTITIONED BY (name)
+AS SELECT * FROM STREAM(source);
+
+CREATE MATERIALIZED VIEW totals AS SELECT name, count(*) AS n FROM raw GROUP BY name;
+/* a view
+   over two lines */
+CREATE TEMPORARY VIEW recent AS SELECT * FROM raw WHERE id > 10;
+CREATE STREAMING TABLE merged;
+CREATE FLOW into_merged AS INSERT INTO merged BY NAME SELECT * FROM STREAM raw
+"""
+
+
+def test_sql_statements_become_datasets_and_flows() -> None:
+    assert [s.line for s in statements(SQL)] == [1, 3, 7, 10, 11, 12]
+    elements = sql_elements(SQL, Path("t/all.sql"), session=None)  # type: ignore[arg-type]
+    classes = (StreamingTable, MaterializedView, TemporaryView, Flow)
+    kinds = [(next(c for c in classes if isinstance(e, c)).__name__, e.name) for e in elements]
+    assert kinds == [
+        ("StreamingTable", "raw"),
+        ("Flow", "raw"),
+        ("MaterializedView", "totals"),
+        ("Flow", "totals"),
+        ("TemporaryView", "recent"),
+        ("Flow", "recent"),
+        ("StreamingTable", "merged"),
+        ("Flow", "into_merged"),
+    ]
+    raw = elements[0]
+    assert isinstance(raw, StreamingTable)
+    assert (raw.schema, raw.comment, raw.table_properties, raw.partition_cols) == (
+        "id INT, name STRING", "it's raw", {"quality": "bronze"}, ["name"],
+    )  # fmt: skip
+    assert isinstance(elements[2], MaterializedView)
+    assert isinstance(elements[4], TemporaryView)
+    flow = elements[7]
+    assert isinstance(flow, Flow)
+    assert (flow.target, flow.spark_conf) == ("merged", {"spark.sql.ansi.enabled": "true"})
+    assert elements[1].source_code_location.line_number == 3
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("CREATE TABLE t AS SELECT 1", "t/x.sql:1: unsupported SQL statement: CREATE TABLE t"),
+        ("\n\nCREATE MATERIALIZED VIEW v", "t/x.sql:3: CREATE MATERIALIZED VIEW v needs AS"),
+        (
+            "CREATE STREAMING TABLE t CLUSTER BY (a) AS SELECT 1",
+            "t/x.sql:1: CLUSTER BY is not supported by streamsmith yet",
+        ),
+    ],
+)
+def test_unsupported_sql_is_one_line_naming_file_and_line(sql: str, error: str) -> None:
+    with pytest.raises(UserError) as raised:
+        sql_elements(sql, Path("t/x.sql"), session=None)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(error)
+
+
+def test_flows_made_in_a_loop_keep_their_turn_s_values() -> None:
+    made = []
+    for region in ("eu", "us"):
+
+        def flow() -> str:
+            return f"{region}{suffix()}"  # noqa: B023  (as an SDP file writes it)
+
+        made.append(as_registered(flow))  # type: ignore[arg-type]
+
+    def suffix() -> str:  # defined after the flows, as a helper below them may be
+        return "!"
+
+    assert [flow() for flow in made] == ["eu!", "us!"]
+
+
+def _appender(name: str) -> FlowDefinition:
+    def transform(events: DataFrame, **_streams: DataFrame) -> DataFrame:
+        return events
+
+    return FlowDefinition(
+        name, transform, quarantine=False, record_late=False, appends_with_others=True
+    )
+
+
+def test_append_flows_share_a_table_and_its_full_refresh_resets_them_all(
+    tmp_path: Path,
+) -> None:
+    """The plan an SDP graph makes (see streamsmith.sdp.loader): two flows appending to
+    one Delta table, a third reading it; refreshing the table resets all three."""
+    sources = {
+        "eu_input": {"format": "sdp", "options": {"reads": "json eu"}},
+        "us_input": {"format": "sdp", "options": {"reads": "json us"}},
+        "events": {"format": "delta", "table": "events"},
+    }
+    flows = {
+        "events_eu": {"source": "eu_input", "sink": {"format": "delta", "table": "events"}},
+        "events_us": {"source": "us_input", "sink": {"format": "delta", "table": "events"}},
+        "counted": {"source": "events", "sink": {"format": "delta", "table": "counted"}},
+    }
+    document = {"app": "shop", "storage_root": str(tmp_path), "trigger": "available-now",
+                "sources": sources, "flows": flows}  # fmt: skip
+    app = App("shop", "", tuple(_appender(name) for name in flows), document)
+    plan = build_plan(app, load_spec(document))
+    assert {flow.name: plan.upstream(flow) for flow in plan.flows} == {
+        "events_eu": set(), "events_us": set(), "counted": {"events_eu", "events_us"},
+    }  # fmt: skip
+    assert "source eu_input: read by the flow's own code: json eu" in describe_plan(plan)
+    for output in plan.outputs:
+        output.checkpoint.mkdir(parents=True)
+    removed = full_refresh(plan, ["events"])
+    assert sorted(Path(p).name for p in removed if "checkpoints" in p) == [
+        "counted", "events_eu", "events_us",
+    ]  # fmt: skip
+
+    # flows of a pipeline of one's own still write a table each
+    alone = App("shop", "", tuple(replace(_appender(n), appends_with_others=False)
+                                  for n in flows), document)  # fmt: skip
+    with pytest.raises(UserError, match="both write delta 'events'"):
+        build_plan(alone, load_spec(document))
+
+
+def one_table(sql: str) -> ExpectingTable:
+    (table, _flow) = sql_elements(sql, Path("t.sql"), session=None)  # type: ignore[arg-type]
+    assert isinstance(table, ExpectingTable)
+    return table
+
+
+def test_lakeflow_constraints_become_expectations_beside_the_columns() -> None:
+    table = one_table(
+        "CREATE STREAMING TABLE t (id INT, CONSTRAINT has_id EXPECT (id IS NOT NULL) "
+        "ON VIOLATION DROP ROW, CONSTRAINT small EXPECT (id < f(1, 2)), "
+        "CONSTRAINT stop EXPECT (id > 0) ON VIOLATION FAIL UPDATE) AS SELECT 1 AS id"
+    )
+    assert table.schema == "id INT"
+    assert [(e.name, e.sql, e.action) for e in table.expectations] == [
+        ("has_id", "id IS NOT NULL", "drop"),
+        ("small", "id < f(1, 2)", "warn"),
+        ("stop", "id > 0", "fail"),
+    ]
+
+
+def test_a_schema_clause_keeps_nested_types_whole() -> None:
+    table = one_table(
+        "CREATE STREAMING TABLE t (m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>, "
+        "CONSTRAINT c EXPECT (size(m) > 0)) AS SELECT 1"
+    )
+    assert table.schema == "m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>"
+    assert [e.sql for e in table.expectations] == ["size(m) > 0"]

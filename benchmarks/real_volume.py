@@ -181,8 +181,11 @@ class _Sampler:
         me = os.getpid()
         tree = [pid for pid in parents if _descends(pid, parents, me) and pid != me]
         total = pythons = 0
-        for pid in tree:
-            rss, name = _rss_kb(pid)
+        seen = {pid: _rss_kb(pid) for pid in tree}
+        for pid, (rss, name) in seen.items():
+            parent = seen.get(parents[pid], (0, ""))[1]
+            if parent == "java" and name in ("java", "jspawnhelper"):
+                continue  # the JVM starting a process (Hadoop's chmod): its pages, not new ones
             total += rss
             pythons += name.startswith("python")
             if name == "java":

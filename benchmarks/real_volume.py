@@ -253,15 +253,20 @@ class Side:
 
 
 def streamsmith_side(
-    inputs: Path, project: Path = PROJECT, name: str = "streamsmith", without: str = ""
+    inputs: Path,
+    project: Path = PROJECT,
+    name: str = "streamsmith",
+    without: str = "",
+    sets: Sequence[str] = (),
 ) -> Side:
-    """``streamsmith run`` of ``project``; with ``without``, through ``without.py``, with
-    those guarantees off."""
+    """``streamsmith run`` of ``project`` (with ``sets`` as ``--set`` options); with
+    ``without``, through ``without.py``, with those guarantees off."""
     start = [str(PROJECT / "without.py"), without, "--"] if without else ["-m", "streamsmith"]
+    extra = [part for value in sets for part in ("--set", value)]
 
     def command(out: Path) -> list[str]:
         return [sys.executable, *start, "run", str(project), "--trigger", "available-now",
-                "--root", str(out), "--set", f"sources.flights.path={inputs}"]  # fmt: skip
+                "--root", str(out), "--set", f"sources.flights.path={inputs}", *extra]  # fmt: skip
 
     def tables(out: Path) -> dict[str, Path]:
         names = {"aggregate": "daily_delays", "filter": "long_delays"}
@@ -416,6 +421,10 @@ def main() -> None:
         "--workdir", type=Path, default=None, help="input and outputs (default: a temporary folder)"
     )
     parser.add_argument("--guarantees", action="store_true", help="each guarantee on and off")
+    parser.add_argument(
+        "--set", action="append", default=[], dest="sets",
+        help="also run streamsmith with this --set (e.g. spark.conf.spark.driver.memory=1g)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.workdir is None:
         with tempfile.TemporaryDirectory(prefix="streamsmith-real-volume-") as tmp:
@@ -430,9 +439,11 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
     if args.guarantees:
         return run_guarantees(inputs, workdir, args.runs)
     sides = [streamsmith_side(inputs), handwritten_side(inputs)]
+    if args.sets:  # the same pipeline with other settings, beside the two
+        sides.insert(1, streamsmith_side(inputs, name="streamsmith --set", sets=args.sets))
     measured, last = run_pairs(sides, workdir, args.runs)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
-    print_table(measured, sides[1].name)
+    print_table(measured, sides[-1].name)
     equal = check_equal(sides, last, expected)
     return 0 if equal else 1
 

@@ -183,8 +183,7 @@ class _Sampler:
         total = pythons = 0
         seen = {pid: _rss_kb(pid) for pid in tree}
         for pid, (rss, name) in seen.items():
-            parent = seen.get(parents[pid], (0, ""))[1]
-            if parent == "java" and name in ("java", "jspawnhelper"):
+            if _exe(pid).endswith("/java") and _exe(parents[pid]).endswith("/java"):
                 continue  # the JVM starting a process (Hadoop's chmod): its pages, not new ones
             total += rss
             pythons += name.startswith("python")
@@ -200,6 +199,13 @@ def _descends(pid: int, parents: dict[int, int], ancestor: int) -> bool:
         if pid == ancestor:
             return True
     return False
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
 
 
 def _rss_kb(pid: int) -> tuple[int, str]:

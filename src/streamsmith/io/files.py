@@ -196,6 +196,8 @@ def with_line_numbers(
     schema: StructType | None = None,
     options: Mapping[str, str] | None = None,
     max_bytes: int = MAX_DECOMPRESSED_BYTES,
+    *,
+    decoded_here: bool = True,
 ) -> DataFrame:
     """Quarantine rows (``quarantined``'s schema) from JSON-lines and text files with
     ``position``, the 1-based number of their line in their file, and ``raw``, the line
@@ -210,6 +212,8 @@ def with_line_numbers(
     with ``schema`` and ``options`` (as the JSON reader parsed it). Rows with the same
     file and payload were rejected alike, so the k-th of them gets the k-th such line. A
     row no line matches, or whose file is gone, keeps what it had (the log says so).
+    ``decoded_here``: the files are decoded by streamsmith (gzipped by content, damage
+    quarantined: ``decode_lines``); else Spark's text reader splits them, in the JVM.
     """
     from_lines = ~F.col("source_file").startswith("kafka://") & F.col("raw").isNotNull()
     unnumbered = F.coalesce(F.col("position").isNull() & from_lines, F.lit(False))
@@ -217,15 +221,11 @@ def with_line_numbers(
     files = sorted(row[0] for row in wanted.select("source_file").distinct().collect())
     if not files:
         return rejected
-    spark = rejected.sparkSession
     try:
-        content = spark.read.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(files)
+        lines = _numbered_lines(rejected.sparkSession, files, max_bytes, decoded_here=decoded_here)
     except AnalysisException as exc:  # a file moved away meanwhile
         log.warning("quarantine rows of %s keep no line number: %s", files, exc.getMessage())
         return rejected
-    lines = content.select(
-        F.col("path"), F.posexplode(_line_decoder(False, max_bytes)(F.col("content")))
-    ).select("path", (F.col("pos") + 1).alias("_number"), F.col("col.text").alias("_text"))
     keys = [F.col("_text")]
     if schema is not None:
         keys.append(_parsed_json(F.col("_text"), schema, options or {}))
@@ -254,6 +254,35 @@ def with_line_numbers(
     )
 
 
+def _numbered_lines(
+    spark: SparkSession, files: list[str], max_bytes: int, *, decoded_here: bool
+) -> DataFrame:
+    """Every line of ``files`` (``path``, ``_number`` from 1, ``_text``), split as Spark's
+    text reader splits them (``\\n``, ``\\r\\n`` or ``\\r``; blank lines count).
+
+    Files Spark reads itself are split in the JVM (each file whole, as one text value):
+    no Python worker and no Arrow transfer of the files' bytes, which made this second
+    read of a batch's files the longest part of a quarantine with rejects spread over
+    its input (``benchmarks/real_volume.py``). Files streamsmith decodes are decoded as
+    the flow's read decoded them."""
+    if decoded_here:
+        content = spark.read.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(files)
+        exploded = content.select(
+            F.col("path"), F.posexplode(_line_decoder(False, max_bytes)(F.col("content")))
+        )
+        text = F.col("col.text")
+    else:
+        whole = spark.read.format("text").option("wholetext", "true").load(files)
+        split = F.split(F.col("value"), r"\r\n|\r|\n", -1)
+        # No line after the last line break (Python's splitlines, decode_lines).
+        lines = F.when(
+            F.element_at(split, -1) == "", F.slice(split, 1, F.size(split) - 1)
+        ).otherwise(split)
+        exploded = whole.select(F.col("_metadata.file_path").alias("path"), F.posexplode(lines))
+        text = F.col("col")
+    return exploded.select("path", (F.col("pos") + 1).alias("_number"), text.alias("_text"))
+
+
 def line_numbering(
     spec: SourceSpec, schema: StructType | None
 ) -> Callable[[DataFrame], DataFrame] | None:
@@ -262,8 +291,13 @@ def line_numbering(
     if spec.format not in LINE_FORMATS:
         return None
     options = json_parse_options(spec.options)
-    max_bytes = spec.max_decompressed_mb << 20
-    return partial(with_line_numbers, schema=schema, options=options, max_bytes=max_bytes)
+    return partial(
+        with_line_numbers,
+        schema=schema,
+        options=options,
+        max_bytes=spec.max_decompressed_mb << 20,
+        decoded_here=spec.decodes_files,
+    )
 
 
 def _parsed_json(line: Column, schema: StructType, options: Mapping[str, str]) -> Column:

@@ -69,14 +69,19 @@ def carried_frame(
     this side batch did, so each part keeps the rows of its own input."""
     if any(seen[part.batch].rejects is None for part in parts if seen[part.batch].rejected):
         return None
-    names = [*CARRIED_COLUMNS, BATCH]
-    rows = [
-        tuple([*(carried.get(name) for name in CARRIED_COLUMNS), part.batch])
-        for part in parts
-        for carried in seen[part.batch].rejects or ()
-    ]
-    schema = StructType([StructField(n, LongType() if n == BATCH else StringType()) for n in names])
-    found = spark.createDataFrame(rows, schema)
+    import pyarrow as pa
+
+    carried = [(part.batch, row) for part in parts for row in seen[part.batch].rejects or ()]
+    columns = {
+        name: pa.array([row.get(name) for _, row in carried], pa.string())
+        for name in CARRIED_COLUMNS
+    }
+    columns[BATCH] = pa.array([batch for batch, _ in carried], pa.int64())
+    kinds = {name: LongType() if name == BATCH else StringType() for name in columns}
+    schema = StructType([StructField(name, kind) for name, kind in kinds.items()])
+    # From Arrow, in the JVM: a list of rows would be unpickled by Python workers, which
+    # a run over files would start for this alone (issue 50: six of them, about 400 MB).
+    found = spark.createDataFrame(pa.table(columns), schema)
     mine = F.lit(False)
     for part in parts:
         mine = mine | ((F.col(BATCH) == part.batch) & part.rows())

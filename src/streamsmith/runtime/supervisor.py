@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,13 @@ from streamsmith.runtime.describe import graph_edges
 from streamsmith.runtime.input_archive import ARCHIVE_EVERY_S, archive_inputs
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
-from streamsmith.runtime.start import Started, prepare_flows, start_flow, stop_gracefully
+from streamsmith.runtime.start import (
+    Started,
+    prepare_flows,
+    start_flow,
+    stop_gracefully,
+    together,
+)
 
 log = logging.getLogger(__name__)
 
@@ -187,22 +194,29 @@ class Supervisor:
         a mistake of the user's stops those already started and is raised."""
         prepare_flows(self.spark, self.plan)
         try:
-            for flow in self.plan.flows:
-                if flow in self.waiting:
-                    continue
+            flows = [flow for flow in self.plan.flows if flow not in self.waiting]
+            for flow in flows:
                 limits = self.file_limits.get(flow.name)
                 if limits is not None:
                     backlog = self.probes[flow.outputs[0].spark_name].backlog().files
                     self.files_limit[flow.name] = limits.choose(backlog, None)
-                try:
-                    self._start_flow(flow)
-                except (UserError, AnalysisException):
-                    raise
-                except Exception as exc:  # retried like any failure, within max_retries
-                    log.warning("starting %s failed", flow.name, exc_info=True)
+            # The flows' queries start together (``together``); each flow's in its thread.
+            running = [self._running_flow(flow) for flow in flows]
+            outcomes = together([partial(start_flow, self.spark, self.plan, f) for f in running])
+            for outcome in outcomes:  # every query that started is tracked, to be stopped
+                if not isinstance(outcome, BaseException):
+                    self._track(outcome)
+            for outcome in outcomes:
+                if isinstance(outcome, UserError | AnalysisException) or (
+                    isinstance(outcome, BaseException) and not isinstance(outcome, Exception)
+                ):
+                    raise outcome
+            for flow, outcome in zip(flows, outcomes, strict=True):
+                if isinstance(outcome, Exception):  # retried like any failure, within max_retries
+                    log.warning("starting %s failed", flow.name, exc_info=outcome)
                     for slot in self.slots:
                         if slot.flow is flow:
-                            self._failed(slot, f"start failed: {_message(exc)}")
+                            self._failed(slot, f"start failed: {_message(outcome)}")
         except BaseException:
             stop_gracefully(_running(self.slots), 0)
             raise

@@ -1,0 +1,1 @@
+SELECT flight, origin, dest, date, arr_delay FROM flights WHERE arr_delay > 120

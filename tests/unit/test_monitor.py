@@ -466,7 +466,7 @@ def test_a_slow_batch_is_said_once_naming_the_stages_that_took_the_time(
     from streamsmith.monitor.recorder import Monitor
 
     properties = (Path(streamsmith.__file__).parent / "log4j2.properties").read_text()
-    regexes = re.findall(r"^appender\.console\.filter\.\w+\.regex = (.*)$", properties, re.M)
+    regexes = re.findall(r"^(?:appender|logger)\.\w+\.filter\.\w+\.regex = (.*)$", properties, re.M)
     spark_says = (
         "Current batch is falling behind. The trigger interval is 10000 milliseconds, but "
         "spent 15871 milliseconds"

@@ -39,12 +39,18 @@ def test_dry_run_then_two_catch_ups_in_an_unchanged_sdp_project(tmp_path: Path) 
     assert shown.returncode == 0, shown.stderr
     assert "source orders_raw_input: read by the flow's own code: json " in shown.stdout
     assert shown.stdout.rstrip().endswith(
-        "dependency graph (flows start in this order, then the views refresh):\n"
+        "dependency graph (sources -> flows -> what they write; flows start in this order,"
+        " then the views refresh):\n"
         "  source orders_raw_input -> orders_raw\n"
+        "  orders_raw -> table orders_raw\n"
         "  orders_raw -> orders_silver (table orders_raw, appended rows)\n"
+        "  orders_silver -> table orders_silver\n"
         "  orders_silver -> big_orders (table orders_silver, appended rows)\n"
+        "  big_orders -> table big_orders\n"
         "  orders_raw -> region_events_eu (table orders_raw, appended rows)\n"
+        "  region_events_eu -> table region_events\n"
         "  orders_raw -> region_events_us (table orders_raw, appended rows)\n"
+        "  region_events_us -> table region_events\n"
         "  example_python_materialized_view -> example_sql_materialized_view "
         "(materialized view, reads view example_python_materialized_view)\n"
         "  orders_silver -> revenue_by_customer (materialized view, reads table orders_silver)\n"

@@ -13,6 +13,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+import sdp_cdc
 from sdp_shop import DATASETS, deliver, expected, write_project
 
 
@@ -67,3 +68,12 @@ def test_dry_run_then_two_catch_ups_in_an_unchanged_sdp_project(tmp_path: Path) 
     assert second.returncode == 0, second.stderr
     assert tables(tmp_path) == expected(2)
     assert "shop.orders_raw: 1 batches, 3 records read, 3 rows written" in second.stdout
+
+
+def test_run_applies_an_sdp_project_s_auto_cdc_flows(tmp_path: Path) -> None:
+    sdp_cdc.write_project(tmp_path)
+    sdp_cdc.deliver(tmp_path, 0)
+    sdp_cdc.deliver(tmp_path, 1)
+    done = streamsmith(tmp_path, "run")
+    assert done.returncode == 0, done.stderr
+    assert sdp_cdc.tables(tmp_path) == sdp_cdc.expected(2)

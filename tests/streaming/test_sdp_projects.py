@@ -12,7 +12,12 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from sdp_cdc import deliver as deliver_changes
+from sdp_cdc import expected as cdc_expected
+from sdp_cdc import tables as cdc_tables
+from sdp_cdc import write_project as write_cdc_project
 from sdp_shop import DATASETS, deliver, expected, write_project
+from streamsmith.config import CdcSpec
 from streamsmith.errors import UserError
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import RunReport, run_pipeline
@@ -154,3 +159,23 @@ def test_a_streamsmith_yml_beside_the_spec_sets_what_streamsmith_adds(
         "revenue_by_customer",
     ]  # fmt: skip
     assert loaded.facts["region_events_us"].streamed == ("orders_raw",)
+
+
+def test_auto_cdc_flows_keep_scd1_and_scd2_tables_across_catch_ups(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write_cdc_project(tmp_path)
+    deliver_changes(tmp_path, 0)
+    app, spec, _ = load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+    assert (spec.flows["customers_history_cdc"].cdc, spec.flows["customers"].cdc) == (
+        CdcSpec(keys=("id",), sequence_by="seq", apply_as_deletes="op = 'DELETE'",
+                except_columns=("op", "seq"), scd_type=2),
+        CdcSpec(keys=("id",), sequence_by="seq", apply_as_deletes="op = 'DELETE'",
+                except_columns=("op", "seq"), scd_type=1),
+    )  # fmt: skip
+    run_pipeline(spark, build_plan(app, spec))
+    assert cdc_tables(tmp_path) == cdc_expected(1)
+
+    deliver_changes(tmp_path, 1)
+    catch_up(spark, tmp_path)
+    assert cdc_tables(tmp_path) == cdc_expected(2)

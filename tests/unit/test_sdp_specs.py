@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pyspark import pipelines as dp
 from pyspark.pipelines.flow import Flow
 from pyspark.pipelines.output import MaterializedView, StreamingTable, TemporaryView
 from pyspark.sql import DataFrame
 
+import sdp_cdc
 from streamsmith.config import load_spec, load_spec_file
 from streamsmith.config.sdp_project import read_project
 from streamsmith.defaults import find_spec
@@ -20,7 +23,9 @@ from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.runtime.describe import describe_plan
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh
-from streamsmith.sdp.graph import as_registered
+from streamsmith.sdp.auto_cdc import AutoCdc
+from streamsmith.sdp.graph import as_registered, load_graph
+from streamsmith.sdp.session import PipelineSession
 from streamsmith.sdp.sql import ExpectingTable, sql_elements, statements
 
 SPEC = """\
@@ -249,3 +254,82 @@ def test_a_schema_clause_keeps_nested_types_whole() -> None:
     )
     assert table.schema == "m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>"
     assert [e.sql for e in table.expectations] == ["size(m) > 0"]
+
+
+AUTO_CDC_SQL = """\
+CREATE STREAMING TABLE dim;
+CREATE FLOW dim_cdc AS AUTO CDC INTO dim
+FROM STREAM changes
+KEYS (`id`, region)
+APPLY AS DELETE WHEN op = 'SEQUENCE BY' -- a clause's words in a string and a comment
+SEQUENCE BY struct(ts, n)
+COLUMNS id, region, name, city, ts, n
+STORED AS SCD TYPE 2
+TRACK HISTORY ON * EXCEPT (name);
+"""
+
+
+def test_an_auto_cdc_flow_in_sql_becomes_streamsmith_s_cdc() -> None:
+    _table, flow = sql_elements(AUTO_CDC_SQL, Path("t/cdc.sql"), session=None)  # type: ignore[arg-type]
+    assert isinstance(flow, AutoCdc)
+    assert (flow.name, flow.target, flow.source, flow.keys, flow.sequence_by) == (
+        "dim_cdc", "dim", "changes", ("id", "region"), "struct(ts, n)",
+    )  # fmt: skip
+    assert flow.apply_as_deletes == "op = 'SEQUENCE BY'"
+    assert flow.source_code_location.line_number == 2
+    columns = ["id", "region", "name", "city", "ts", "n", "op"]
+    assert flow.cdc_block(columns) == {
+        "keys": ["id", "region"],
+        "sequence_by": "struct(ts, n)",
+        "scd_type": 2,
+        "except_columns": ["op"],  # what COLUMNS leaves out
+        "apply_as_deletes": "op = 'SEQUENCE BY'",
+        "track_history_columns": ["city", "ts", "n"],  # all but keys, op and name
+    }
+
+
+@pytest.mark.parametrize(
+    ("clauses", "error"),
+    [
+        ("KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 3", "the SCD type is 1 or 2, not '3'"),
+        ("KEYS (id) SEQUENCE BY seq TRACK HISTORY ON city", "tracking history is for SCD type 2"),
+        ("SEQUENCE BY seq", "AUTO CDC needs KEYS ..."),
+        ("KEYS (id) IGNORE NULL UPDATES SEQUENCE BY seq", "IGNORE NULL UPDATES is not supported"),
+        ("KEYS (id) SEQUENCE BY seq KEYS (id)", "AUTO CDC has KEYS twice"),
+        ("WHERE x KEYS (id) SEQUENCE BY seq", "unsupported SQL in AUTO CDC: WHERE x KEYS"),
+    ],
+)
+def test_an_auto_cdc_mistake_is_one_line_naming_file_and_line(clauses: str, error: str) -> None:
+    sql = f"CREATE STREAMING TABLE t;\n\nCREATE FLOW f AS AUTO CDC INTO t FROM s\n{clauses}"
+    with pytest.raises(UserError) as raised:
+        sql_elements(sql, Path("t/x.sql"), session=None)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(f"t/x.sql:3: {error}"), str(raised.value)
+
+
+def test_create_auto_cdc_flow_takes_lakeflow_s_arguments_and_names_a_mistake_s_line(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "from pyspark import pipelines as dp\n"
+        "dp.create_streaming_table('dim')\n"
+        "dp.create_auto_cdc_flow(target='dim', source='changes', keys=['id'],\n"
+        "    sequence_by='seq', stored_as_scd_type=2, track_history_except_column_list=['n'])\n"
+        "dp.create_auto_cdc_flow(target='dim', source='changes', keys=['id'], name='again',\n"
+        "    sequence_by='seq', track_history_column_list=['city'])\n"
+    )
+    (tmp_path / "dim.py").write_text(code, encoding="utf-8")
+    with pytest.raises(UserError) as raised:
+        load_graph([tmp_path / "dim.py"], tmp_path, PipelineSession(None))  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"{tmp_path / 'dim.py'}:5: ValueError: tracking history is for SCD type 2"
+    )
+    assert dp.create_auto_cdc_flow.__module__ == "pyspark.pipelines.api"  # PySpark's again
+
+
+def test_the_guide_s_auto_cdc_snippets_are_the_tested_project_s() -> None:
+    guide = (Path(__file__).parents[2] / "docs/how-to/coming-from-sdp.md").read_text("utf-8")
+    section = guide.split("### Change data capture")[1].split("\n## ")[0]
+    blocks = re.findall(r"```(python|sql)\n(.*?)```", section, re.DOTALL)
+    assert [kind for kind, _ in blocks] == ["python", "sql"]
+    assert blocks[0][1] in sdp_cdc.CHANGES_PY
+    assert blocks[1][1] in sdp_cdc.HISTORY_SQL

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.pipelines.output import Table, TemporaryView
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,6 +44,7 @@ class FlowFacts:
     streamed: tuple[str, ...]  # the pipeline's tables it reads as streams
     batch: tuple[str, ...]  # ... and as tables
     external: tuple[str, ...]  # what else it reads ("json /data/orders")
+    table_schema: StructType | None = None  # an AUTO CDC flow's table's, when not `schema`
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ def analyse(graph: DeclaredGraph, spark: SparkSession, root: Path) -> dict[str, 
     def stand_in(dataset: str, streaming: bool) -> DataFrame:
         schema = None
         for flow in graph.flows_into(dataset):
-            schema = schema or study(flow).schema
+            found = study(flow)
+            schema = schema or found.table_schema or found.schema
         assert schema is not None  # graph.check: every dataset has a flow
         nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields]
         if streaming:
@@ -119,17 +122,34 @@ def analyse(graph: DeclaredGraph, spark: SparkSession, root: Path) -> dict[str, 
             with _user_errors(graph, flow):
                 frame = frames.frame(spark, flow, reads, stand_in)
                 schema = frame.schema
+            table_schema = None if flow.cdc is None else _cdc_table(flow, frame).schema
         finally:
             analysing.pop()
         facts[flow.name] = FlowFacts(
             flow, frame.isStreaming, schema, tuple(dict.fromkeys(reads.streamed)),
             tuple(dict.fromkeys(reads.batch)), tuple(dict.fromkeys(reads.external)),
+            table_schema,
         )  # fmt: skip
         return facts[flow.name]
 
     for flow in graph.flows.values():
         study(flow)
     return facts
+
+
+def _cdc_table(flow: DeclaredFlow, events: DataFrame) -> DataFrame:
+    """The (empty) table an AUTO CDC flow's events build; a column its clauses name that
+    the events lack is the flow's mistake, named at its line."""
+    assert flow.cdc is not None
+    try:
+        return flow.cdc.table_frame(events)
+    except ValueError as exc:
+        raise UserError(f"{flow.where}: AUTO CDC flow {flow.name}: {exc}") from None
+    except AnalysisException as exc:  # the user's sequence_by or delete condition
+        what = first_line(str(exc)).rstrip(";")
+        raise UserError(
+            f"{flow.where}: AUTO CDC flow {flow.name}: {type(exc).__name__}: {what}"
+        ) from exc
 
 
 def _with_conf(

@@ -36,6 +36,7 @@ from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
 
 from streamsmith.errors import UserError
+from streamsmith.sdp.auto_cdc import AutoCdc, lakeflow_names
 from streamsmith.sdp.session import PipelineSession
 from streamsmith.sdp.sql import sql_elements
 
@@ -50,13 +51,15 @@ KINDS = {
 @dataclass(frozen=True)
 class DeclaredFlow:
     """A flow as the project declares it: its function (no arguments, as SDP calls it),
-    the dataset it writes, its Spark settings and where it is written."""
+    the dataset it writes, its Spark settings and where it is written; ``cdc`` for an
+    AUTO CDC flow, whose function streams the change events from its source."""
 
     name: str
     target: str
     func: Callable[[], DataFrame]
     spark_conf: dict[str, str]
     where: str
+    cdc: AutoCdc | None = None
 
 
 @dataclass
@@ -115,17 +118,28 @@ class DeclaredGraph(GraphElementRegistry):
             dict(flow.spark_conf), where,
         )  # fmt: skip
 
-    def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
-        raise UserError(
-            f"{self.where(flow.source_code_location)}: dp.create_auto_cdc_flow is not "
-            "supported by streamsmith's SDP loader yet (streamsmith's own cdc: see "
-            "docs/how-to/change-data-capture.md)"
-        )
+    def register_auto_cdc_flow(self, flow: AutoCdcFlow | AutoCdc) -> None:
+        """An AUTO CDC flow (:mod:`streamsmith.sdp.auto_cdc`): its function streams the
+        source's change events, which its target's table applies by key."""
+        where = self.where(flow.source_code_location)
+        if not isinstance(flow, AutoCdc):  # PySpark's own, made outside load_graph
+            raise UserError(f"{where}: define AUTO CDC flows in the project's files")
+        if flow.name in self.flows:
+            raise UserError(f"{where}: flow {flow.name!r} is defined twice in the pipeline")
+        session, source = self.session, flow.source
+
+        def events() -> DataFrame:
+            return session.readStream.table(source)
+
+        target = flow.target.split(".")[-1].strip("`")
+        self.flows[flow.name] = DeclaredFlow(flow.name, target, events, {}, where, flow)
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         shown = file_path.relative_to(self.folder) if file_path.is_absolute() else file_path
         for element in sql_elements(sql_text, shown, self.session):
-            if isinstance(element, Flow):
+            if isinstance(element, AutoCdc):
+                self.register_auto_cdc_flow(element)
+            elif isinstance(element, Flow):
                 self.register_flow(element)
             else:
                 self.register_output(element)
@@ -138,6 +152,12 @@ class DeclaredGraph(GraphElementRegistry):
                 raise UserError(
                     f"{flow.where}: flow {flow.name!r} writes {flow.target!r}, which the "
                     "pipeline does not define (dp.create_streaming_table it first)"
+                )
+            changed = [f.name for f in self.flows_into(flow.target) if f.cdc is not None]
+            if changed and len(self.flows_into(flow.target)) > 1:
+                raise UserError(
+                    f"{flow.where}: {flow.target!r} takes AUTO CDC flow {changed[0]!r}, and "
+                    "streamsmith applies one flow's changes to a table: write it alone"
                 )
         for name, output in self.outputs.items():
             if not self.flows_into(name):
@@ -195,7 +215,7 @@ def load_graph(
     """Import the project's Python files and register its SQL files, in order, into a
     new :class:`DeclaredGraph`; each Python file sees ``spark`` as SDP gives it."""
     graph = DeclaredGraph(folder.resolve(), session, database=database, catalog=catalog)
-    with graph_element_registration_context(graph):
+    with graph_element_registration_context(graph), lakeflow_names():
         for file in files:
             if file.suffix == ".sql":
                 graph.register_sql(file.read_text(encoding="utf-8"), file)

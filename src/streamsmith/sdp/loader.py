@@ -4,10 +4,12 @@ The graph's definitions become streamsmith's: a streaming flow (a ``@dp.table``,
 ``@dp.append_flow``, a SQL ``STREAMING TABLE`` or ``FLOW``) is a flow appending to the
 Delta table it targets, whose source is the first of the pipeline's tables it streams
 (so streamsmith orders it after the flows writing that table, as in a multi-hop
-pipeline) or else the input its code reads; a batch flow (``@dp.materialized_view``) is
-a materialized view, recomputed after each catch-up run; a temporary view is inlined in
-the flows that read it. Loading imports the project's files and analyses each flow with
-Spark, as ``spark-pipelines`` does when it registers them, so it starts the session.
+pipeline) or else the input its code reads; an AUTO CDC flow is such a flow whose rows
+are change events, applied to its table by key (its ``cdc:`` block); a batch flow
+(``@dp.materialized_view``) is a materialized view, recomputed after each catch-up run;
+a temporary view is inlined in the flows that read it. Loading imports the project's
+files and analyses each flow with Spark, as ``spark-pipelines`` does when it registers
+them, so it starts the session.
 """
 
 from __future__ import annotations
@@ -169,6 +171,8 @@ def _plan_parts(
         if partitions:
             sink["partition_by"] = list(partitions)
         flows[flow.name] = {"source": source, "sink": sink, "description": description}
+        if flow.cdc is not None:
+            flows[flow.name]["cdc"] = flow.cdc.cdc_block(found.schema.names)
         if streamed[1:]:
             flows[flow.name]["streams"] = {table: table for table in streamed[1:]}
         definitions.append(
@@ -179,7 +183,7 @@ def _plan_parts(
                 quarantine=False,
                 record_late=False,
                 streams=tuple(StreamInput(table, _as_read) for table in streamed[1:]),
-                appends_with_others=True,
+                appends_with_others=flow.cdc is None,
                 expectations=_expectations(output),
             )
         )

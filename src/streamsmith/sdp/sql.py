@@ -3,7 +3,8 @@
 Supported: ``CREATE [OR REFRESH] STREAMING TABLE t [(schema)] [COMMENT '...']
 [TBLPROPERTIES (...)] [PARTITIONED BY (...)] [AS query]`` (a query reading
 ``STREAM(x)`` or ``STREAM x``), ``CREATE [OR REFRESH] MATERIALIZED VIEW v ... AS query``,
-``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO t BY NAME query``
+``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO t BY NAME query``,
+``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) ...`` (:func:`_auto_cdc`)
 and ``SET key = value`` (a Spark setting for the statements after it in the file),
 several per file. Anything else is an error naming the file and line.
 """
@@ -22,6 +23,8 @@ from pyspark.sql import DataFrame
 
 from streamsmith.config import ExpectAction
 from streamsmith.errors import UserError
+from streamsmith.monitor.recorder import first_line
+from streamsmith.sdp.auto_cdc import AutoCdc, auto_cdc
 
 if TYPE_CHECKING:
     from streamsmith.sdp.session import PipelineSession
@@ -37,6 +40,23 @@ _FLOW = re.compile(
     + _NAME + r"\s+BY\s+NAME\s+(.+)",
     re.IGNORECASE | re.DOTALL,
 )  # fmt: skip
+_AUTO_CDC = re.compile(
+    r"CREATE\s+FLOW\s+" + _NAME + r"(?:\s+COMMENT\s+'(?:[^']|'')*')?\s+AS\s+"
+    r"(?:AUTO\s+CDC|APPLY\s+CHANGES)\s+INTO\s+" + _NAME + r"\s+FROM\s+(?:STREAM\s*\(\s*"
+    + _NAME + r"\s*\)|STREAM\s+" + _NAME + r"|" + _NAME + r")\s+(.*)",
+    re.IGNORECASE | re.DOTALL,
+)  # fmt: skip
+# AUTO CDC's clauses, by their words, in SDP's order
+_CDC_CLAUSES: tuple[tuple[str, ...], ...] = (
+    ("KEYS",),
+    ("IGNORE", "NULL", "UPDATES"),
+    ("APPLY", "AS", "DELETE", "WHEN"),
+    ("APPLY", "AS", "TRUNCATE", "WHEN"),
+    ("SEQUENCE", "BY"),
+    ("COLUMNS",),
+    ("STORED", "AS", "SCD", "TYPE"),
+    ("TRACK", "HISTORY", "ON"),
+)
 _CONSTRAINT = re.compile(
     r"CONSTRAINT\s+(\w+)\s+EXPECT\s*\((.*)\)\s*(?:ON\s+VIOLATION\s+(DROP\s+ROW|FAIL\s+UPDATE))?",
     re.IGNORECASE | re.DOTALL,
@@ -118,12 +138,12 @@ def statements(text: str) -> list[Statement]:
     return found
 
 
-def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output | Flow]:
+def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output | Flow | AutoCdc]:
     """The datasets and flows ``text`` (the file ``file``) declares, in order, as
     ``pyspark.pipelines`` defines them; a flow's function runs its query through
     ``session``."""
     settings: dict[str, str] = {}
-    found: list[Output | Flow] = []
+    found: list[Output | Flow | AutoCdc] = []
 
     def flow(name: str, target: str, query: str, location: SourceCodeLocation) -> Flow:
         def run_query() -> DataFrame:
@@ -137,6 +157,9 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
         body = statement.text
         if match := _SET.fullmatch(body):
             settings[match.group(1)] = match.group(2).strip().strip("'\"")
+            continue
+        if match := _AUTO_CDC.fullmatch(body):
+            found.append(_auto_cdc(match, location, where))
             continue
         if match := _FLOW.fullmatch(body):
             name, _comment, target, query = match.groups()
@@ -166,6 +189,98 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
             continue
         found.append(flow(name, name, query, location))
     return found
+
+
+def _auto_cdc(match: re.Match[str], location: SourceCodeLocation, where: str) -> AutoCdc:
+    """``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (k, ...) [APPLY AS DELETE
+    WHEN cond] SEQUENCE BY expr [COLUMNS c, ... | COLUMNS * EXCEPT (c, ...)] [STORED AS
+    SCD TYPE 1 | 2] [TRACK HISTORY ON c, ... | * EXCEPT (c, ...)]`` as an AUTO CDC flow."""
+    name, target, *sources, rest = match.groups()
+    source = next(s for s in sources if s)
+    clauses = _cdc_clauses(rest, where)
+    unsupported: tuple[tuple[str, ...], ...] = (_CDC_CLAUSES[1], _CDC_CLAUSES[3])
+    for words in unsupported:
+        if words in clauses:
+            raise UserError(f"{where}: {' '.join(words)} is not supported by streamsmith yet")
+    for words in (_CDC_CLAUSES[0], _CDC_CLAUSES[4]):
+        if not clauses.get(words):
+            raise UserError(f"{where}: AUTO CDC needs {' '.join(words)} ...")
+    columns = _column_choice(clauses.get(("COLUMNS",)), where)
+    tracked = _column_choice(clauses.get(("TRACK", "HISTORY", "ON")), where)
+    try:
+        return auto_cdc(
+            name.strip("`"), target.strip("`"), source.strip("`"),
+            tuple(_names(_inside(clauses[("KEYS",)], where))), clauses[("SEQUENCE", "BY")],
+            location, apply_as_deletes=clauses.get(("APPLY", "AS", "DELETE", "WHEN")),
+            column_list=columns[0], except_column_list=columns[1],
+            scd_type=clauses.get(("STORED", "AS", "SCD", "TYPE"), "1"),
+            track_history_column_list=tracked[0], track_history_except_column_list=tracked[1],
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc}") from None
+
+
+def _cdc_clauses(text: str, where: str) -> dict[tuple[str, ...], str]:
+    """AUTO CDC's clauses after ``FROM``: each one's words -> the text up to the next
+    (found outside parentheses, strings and comments, by Spark SQL's tokens)."""
+    from sqlglot import TokenType
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import TokenError
+
+    try:
+        tokens = Spark().tokenize(text)
+    except TokenError as exc:
+        raise UserError(f"{where}: {first_line(str(exc))}") from None
+    starts: list[tuple[tuple[str, ...], int, int]] = []  # (clause, its start, its body's)
+    depth, i = 0, 0
+    while i < len(tokens):
+        token = tokens[i]
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+        words = next(
+            (
+                w for w in _CDC_CLAUSES
+                if depth == 0 and [t.text.upper() for t in tokens[i : i + len(w)]] == list(w)
+                and all(t.token_type != TokenType.STRING for t in tokens[i : i + len(w)])
+            ),
+            None,
+        )  # fmt: skip
+        if words is None:
+            if not starts:
+                raise UserError(f"{where}: unsupported SQL in AUTO CDC: {_first_words(text)}")
+            i += 1
+            continue
+        if any(found == words for found, _, _ in starts):
+            raise UserError(f"{where}: AUTO CDC has {' '.join(words)} twice")
+        starts.append((words, token.start, tokens[i + len(words) - 1].end + 1))
+        i += len(words)
+    ends = [start for _, start, _ in starts[1:]] + [len(text)]
+    return {
+        words: text[body:end].strip() for (words, _, body), end in zip(starts, ends, strict=True)
+    }
+
+
+def _column_choice(
+    text: str | None, where: str
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """``c, ...`` or ``(c, ...)`` as (the columns, None); ``* EXCEPT (c, ...)`` as (None,
+    the columns left out); no clause as (None, None)."""
+    if text is None:
+        return None, None
+    if match := re.fullmatch(r"\*\s*EXCEPT\s*(\(.*\))", text, re.IGNORECASE | re.DOTALL):
+        return None, tuple(_names(_inside(match.group(1), where)))
+    inner = _inside(text, where) if text.startswith("(") else text
+    return tuple(_names(inner)), None
+
+
+def _inside(text: str, where: str) -> str:
+    inner, rest = _parenthesised(text, where)
+    if rest:
+        raise UserError(f"{where}: unsupported SQL after ({inner}): {_first_words(rest)}")
+    return inner
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip().strip("`") for name in _split_top(text)]
 
 
 def _clauses(

@@ -17,7 +17,7 @@ from py4j.java_gateway import JVMView
 from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.errors import PySparkAttributeError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 
 def _jvm(spark: SparkSession) -> JVMView:
@@ -111,3 +111,18 @@ def exit_and_wait(timeout: float = 300.0) -> None:
     if process.stdin is not None:
         process.stdin.close()
     process.wait(timeout)
+
+
+def column_sql(column: Column) -> str | None:
+    """The SQL text of a column made by ``F.col(name)`` or ``F.expr(sql)``; None for any
+    other (an operator's node prints as ``=(a, 'b')``, not SQL).
+
+    An SDP project may give ``create_auto_cdc_flow`` its keys and conditions as Columns,
+    and streamsmith's change data capture keeps them as SQL text (its spec, its state
+    tables); classic PySpark exposes a column's expression only through its JVM node.
+    """
+    handle: Any = column._jc
+    node = handle.node()
+    if node.getClass().getSimpleName() not in ("UnresolvedAttribute", "SqlExpression"):
+        return None
+    return str(node.sql())

@@ -70,10 +70,44 @@ def test_dry_run_then_two_catch_ups_in_an_unchanged_sdp_project(tmp_path: Path) 
     assert "shop.orders_raw: 1 batches, 3 records read, 3 rows written" in second.stdout
 
 
-def test_run_applies_an_sdp_project_s_auto_cdc_flows(tmp_path: Path) -> None:
+ARCHIVE_PY = """\
+from pyspark import pipelines as dp
+
+dp.create_sink("archive", "delta", {"path": spark.conf.get("archive.path")})
+
+
+@dp.append_flow(target="archive")
+def archived():
+    return spark.readStream.table("customer_changes").select("id", "op", "seq")
+
+
+dp.create_streaming_table("seeds")
+
+
+@dp.append_flow(target="seeds", once=True)
+def seeded():
+    return spark.range(2).withColumnRenamed("id", "seed")
+"""
+
+
+def test_run_applies_an_sdp_project_s_auto_cdc_flows_sinks_and_once_flows(
+    tmp_path: Path,
+) -> None:
     sdp_cdc.write_project(tmp_path)
+    (tmp_path / "transformations/archive.py").write_text(ARCHIVE_PY, encoding="utf-8")
+    spec = tmp_path / "spark-pipeline.yml"
+    archive = tmp_path / "archive"
+    text = spec.read_text("utf-8").replace(
+        "configuration:\n", f"configuration:\n  archive.path: {archive}\n"
+    )
+    spec.write_text(text, "utf-8")
     sdp_cdc.deliver(tmp_path, 0)
     sdp_cdc.deliver(tmp_path, 1)
     done = streamsmith(tmp_path, "run")
     assert done.returncode == 0, done.stderr
     assert sdp_cdc.tables(tmp_path) == sdp_cdc.expected(2)
+    archived = DeltaTable(str(archive)).to_pyarrow_table().to_pylist()
+    events = [(e["id"], e["op"], e["seq"]) for chunk in sdp_cdc.CHANGES for e in chunk]
+    assert sorted((r["id"], r["op"], r["seq"]) for r in archived) == sorted(events)
+    seeds = DeltaTable(str(tmp_path / "storage/tables/seeds")).to_pyarrow_table().to_pylist()
+    assert sorted(r["seed"] for r in seeds) == [0, 1]

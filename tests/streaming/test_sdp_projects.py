@@ -5,6 +5,7 @@ definition is one line naming the file and line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,13 @@ from sdp_cdc import deliver as deliver_changes
 from sdp_cdc import expected as cdc_expected
 from sdp_cdc import tables as cdc_tables
 from sdp_cdc import write_project as write_cdc_project
+from sdp_expecting import EXPECTING_PY, ORDERS
 from sdp_shop import DATASETS, deliver, expected, write_project
+from sdp_sinks import SINKS_PY
 from streamsmith.config import CdcSpec
 from streamsmith.errors import UserError
+from streamsmith.io.kafka.broker import EmbeddedBroker
+from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import RunReport, run_pipeline
 from streamsmith.sdp.loader import load_project
@@ -115,24 +120,28 @@ def orders():
 """
 
 
+def orders_project(folder: Path, name: str, orders: str, files: dict[str, str]) -> None:
+    """Project ``name`` in ``folder``: ``files`` (name: code) under ``flows/``, which read
+    ``orders`` (JSON lines) from the folder the setting ``orders.input`` names."""
+    (folder / "input").mkdir()
+    (folder / "input/1.json").write_text(orders, encoding="utf-8")
+    (folder / "flows").mkdir()
+    for file, code in files.items():
+        (folder / "flows" / file).write_text(code, encoding="utf-8")
+    (folder / "spark-pipeline.yml").write_text(
+        f"name: {name}\nstorage: {folder}/storage\n"
+        f"configuration: {{orders.input: {folder}/input}}\n"
+        "libraries: [{glob: {include: flows/**}}]\n",
+        encoding="utf-8",
+    )
+
+
 def test_lakeflow_constraints_in_sql_drop_and_count_as_expectations(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    (tmp_path / "input").mkdir()
-    (tmp_path / "input/1.json").write_text(
-        '{"order_id": "a", "customer": "c1", "amount": 5}\n'
-        '{"order_id": "b", "amount": 7}\n'
-        '{"order_id": "c", "customer": "c2", "amount": 5000}\n',
-        encoding="utf-8",
-    )
-    (tmp_path / "flows").mkdir()
-    (tmp_path / "flows/orders.py").write_text(ORDERS_PY, encoding="utf-8")
-    (tmp_path / "flows/paid.sql").write_text(EXPECTING_SQL, encoding="utf-8")
-    (tmp_path / "spark-pipeline.yml").write_text(
-        f"name: expecting\nstorage: {tmp_path}/storage\n"
-        f"configuration: {{orders.input: {tmp_path}/input}}\n"
-        "libraries: [{glob: {include: flows/**}}]\n",
-        encoding="utf-8",
+    orders = ORDERS.splitlines(keepends=True)[:3]
+    orders_project(
+        tmp_path, "expecting", "".join(orders), {"orders.py": ORDERS_PY, "paid.sql": EXPECTING_SQL}
     )
     app, spec, _ = load_project(tmp_path / "spark-pipeline.yml", spark=spark)
     run_pipeline(spark, build_plan(app, spec))
@@ -179,3 +188,57 @@ def test_auto_cdc_flows_keep_scd1_and_scd2_tables_across_catch_ups(
     deliver_changes(tmp_path, 1)
     catch_up(spark, tmp_path)
     assert cdc_tables(tmp_path) == cdc_expected(2)
+
+
+def test_sdp_sinks_take_a_delta_path_and_a_kafka_topic_and_once_flows_run_once(
+    spark: SparkSession, broker: EmbeddedBroker, topic: str, tmp_path: Path
+) -> None:
+    for folder, name, text in (
+        ("input", "1", '{"order_id": "a", "amount": 5}\n{"order_id": "b", "amount": 70}\n'),
+        ("history", "1", '{"order_id": "h1", "amount": 1}\n'),
+        ("flows", "sinks.py", SINKS_PY),
+    ):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / name).write_text(text, encoding="utf-8")
+    (tmp_path / "spark-pipeline.yml").write_text(
+        f"name: sinking\nstorage: {tmp_path}/storage\nlibraries: [{{glob: {{include: flows/**}}}}]"
+        f"\nconfiguration: {{orders.input: {tmp_path}/input, archive.path: {tmp_path}/archive, "
+        f"history.input: {tmp_path}/history, alerts.servers: '{broker.bootstrap}', "
+        f"alerts.topic: {topic}}}\n",
+        encoding="utf-8",
+    )
+    catch_up(spark, tmp_path)
+    (tmp_path / "history/2").write_text('{"order_id": "h2", "amount": 2}\n', encoding="utf-8")
+    (tmp_path / "input/2").write_text('{"order_id": "c", "amount": 3}\n', encoding="utf-8")
+    catch_up(spark, tmp_path)  # the once flow does not run again: h2 stays out
+
+    def rows(path: Path) -> list[tuple[str, float]]:
+        found = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+        return sorted((row["order_id"], row["amount"]) for row in found)
+
+    orders = [("a", 5.0), ("b", 70.0), ("c", 3.0)]
+    assert rows(tmp_path / "archive") == orders
+    assert rows(tmp_path / "storage/tables/all_orders") == sorted([("h1", 1.0), *orders])
+    register_kafka_source(spark)
+    sent = spark.read.format(SOURCE_NAME).option("kafka.bootstrap.servers", broker.bootstrap)
+    records = sent.option("subscribe", topic).load().collect()
+    assert [(r.key, r.value) for r in records] == [(b"b", b'{"order_id":"b","amount":70.0}')]
+
+
+def test_lakeflow_expectation_decorators_warn_drop_and_quarantine_with_counts(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    orders_project(tmp_path, "decorated", ORDERS, {"checked.py": EXPECTING_PY})
+    report = catch_up(spark, tmp_path)
+    tables = tmp_path / "storage/tables"
+    kept = DeltaTable(str(tables / "checked")).to_pyarrow_table().to_pylist()
+    assert sorted(row["order_id"] for row in kept) == ["a", "c"]  # c only warned
+    held = DeltaTable(str(tables / "checked_quarantine")).to_pyarrow_table().to_pylist()
+    assert sorted((row["reason"], json.loads(row["raw"])["order_id"]) for row in held) == [
+        ("expectation known_customer failed", "b"),
+        ("expectation positive failed", "d"),
+    ]
+    queries = {query.name: query for query in report.queries}
+    main, quarantine = queries["decorated.checked"], queries["decorated.checked.quarantine"]
+    # 5 read = 2 written + 2 quarantined + 1 dropped
+    assert (main.input_rows, main.output_rows, quarantine.output_rows) == (5, 2, 2)

@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 from pyspark import pipelines as dp
 from pyspark.pipelines.flow import Flow
-from pyspark.pipelines.output import MaterializedView, StreamingTable, TemporaryView
+from pyspark.pipelines.output import MaterializedView, Sink, StreamingTable, TemporaryView
+from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
 
 import sdp_cdc
+import sdp_expecting
+import sdp_sinks
 from streamsmith.config import load_spec, load_spec_file
 from streamsmith.config.sdp_project import read_project
 from streamsmith.defaults import find_spec
@@ -23,8 +26,11 @@ from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.runtime.describe import describe_plan
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import full_refresh
-from streamsmith.sdp.auto_cdc import AutoCdc
+from streamsmith.sdp import expectations
+from streamsmith.sdp.expectations import Expecting
 from streamsmith.sdp.graph import as_registered, load_graph
+from streamsmith.sdp.lakeflow import AutoCdc, OnceFlow
+from streamsmith.sdp.loader import sink_spec
 from streamsmith.sdp.session import PipelineSession
 from streamsmith.sdp.sql import ExpectingTable, sql_elements, statements
 
@@ -326,10 +332,51 @@ def test_create_auto_cdc_flow_takes_lakeflow_s_arguments_and_names_a_mistake_s_l
     assert dp.create_auto_cdc_flow.__module__ == "pyspark.pipelines.api"  # PySpark's again
 
 
-def test_the_guide_s_auto_cdc_snippets_are_the_tested_project_s() -> None:
+@pytest.mark.parametrize(
+    ("section", "code"),
+    [
+        ("### Sinks and once flows", ("python", sdp_sinks.SINKS_PY, "python", sdp_sinks.SINKS_PY)),
+        ("### Expectations", ("python", sdp_expecting.EXPECTING_PY)),
+        ("### Change data capture", ("python", sdp_cdc.CHANGES_PY, "sql", sdp_cdc.HISTORY_SQL)),
+    ],
+)
+def test_the_guide_s_snippets_are_the_tested_projects(section: str, code: tuple[str, ...]) -> None:
     guide = (Path(__file__).parents[2] / "docs/how-to/coming-from-sdp.md").read_text("utf-8")
-    section = guide.split("### Change data capture")[1].split("\n## ")[0]
-    blocks = re.findall(r"```(python|sql)\n(.*?)```", section, re.DOTALL)
-    assert [kind for kind, _ in blocks] == ["python", "sql"]
-    assert blocks[0][1] in sdp_cdc.CHANGES_PY
-    assert blocks[1][1] in sdp_cdc.HISTORY_SQL
+    text = guide.split(section)[1].split("\n##")[0]
+    blocks = re.findall(r"```(python|sql)\n(.*?)```", text, re.DOTALL)
+    assert [kind for kind, _ in blocks] == list(code[::2])
+    for (_, snippet), project in zip(blocks, code[1::2], strict=True):
+        assert snippet in project
+
+
+def test_a_once_flow_in_sql_and_the_sinks_streamsmith_writes() -> None:
+    sql = "CREATE STREAMING TABLE t;\nCREATE FLOW old AS INSERT INTO ONCE t BY NAME SELECT 1 AS a"
+    _table, once = sql_elements(sql, Path("t/x.sql"), session=None)  # type: ignore[arg-type]
+    assert isinstance(once, OnceFlow)
+    assert (once.name, once.target) == ("old", "t")
+    here = SourceCodeLocation("t/x.py", 3)
+    assert sink_spec(Sink("out", None, here, "delta", {"path": "/lake/out"}), "x") == {
+        "format": "delta", "table": "out", "path": "/lake/out",
+    }  # fmt: skip
+    assert sink_spec(Sink("out", None, here, "delta", {"tableName": "db.kept"}), "x") == {
+        "format": "delta", "table": "kept",
+    }  # fmt: skip
+    kafka = Sink("out", None, here, "kafka", {"kafka.bootstrap.servers": "h:9092", "topic": "o"})
+    assert sink_spec(kafka, "x") == {
+        "format": "kafka", "topic": "o", "options": {"kafka.bootstrap.servers": "h:9092"},
+    }  # fmt: skip
+    with pytest.raises(UserError, match="^t/x.py:3: sink 'out' has format 'parquet'"):
+        sink_spec(Sink("out", None, here, "parquet", {}), "t/x.py:3")
+
+
+def test_expectation_decorators_mark_the_function_top_to_bottom() -> None:
+    @expectations.expect_or_fail("a", "x > 0")
+    @expectations.expect_all_or_drop({"b": "y IS NOT NULL", "c": "z < 3"})
+    def table() -> None: ...
+
+    assert expectations.declared(table) == (
+        Expecting("a", "x > 0", "fail"), Expecting("b", "y IS NOT NULL", "drop"),
+        Expecting("c", "z < 3", "drop"),
+    )  # fmt: skip
+    with pytest.raises(TypeError, match="goes below @dp.table"):
+        expectations.expect("a", "x > 0")(None)  # type: ignore[type-var]

@@ -139,13 +139,17 @@ def takes_parameter(function: Callable[..., Any], name: str) -> bool:
 class ViewDefinition:
     """A materialized view whose query is code (a Spark Declarative Pipelines
     ``@dp.materialized_view``): ``query(spark)`` builds the frame each refresh writes,
-    reading the pipeline's tables ``reads`` (the spec's views are SQL instead)."""
+    reading the pipeline's tables ``reads`` (the spec's views are SQL instead). With
+    ``once_into``, the query is a once flow's (Lakeflow's ``append_flow(once=True)``):
+    its rows are appended to that table in the first run, and not again until a full
+    refresh removes the table."""
 
     name: str
     query: Callable[[SparkSession], DataFrame]
     reads: tuple[str, ...] = ()
     description: str = ""
     partition_by: tuple[str, ...] = ()
+    once_into: str | None = None
 
 
 @dataclass(frozen=True)

@@ -367,12 +367,13 @@ def _views(spec: PipelineSpec, flows: list[FlowPlan], app: App) -> tuple[ViewPla
             ViewPlan(
                 name=coded.name,
                 sql="",
-                path=table_path(spec.root, coded.name),
+                path=table_path(spec.root, coded.once_into or coded.name),
                 reads=coded.reads,
                 flows=frozenset(),
                 partition_by=coded.partition_by,
                 description=coded.description,
                 query=coded.query,
+                once=coded.once_into is not None,
             )
         )
     return tuple(with_flows(order_views(views), writers))

@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.errors import UserError
-from streamsmith.io.delta import overwrite_table
+from streamsmith.io.delta import append_batch, applied_version, overwrite_table
 from streamsmith.io.lake import lake_tables, read_table
 from streamsmith.monitor.recorder import first_line
 from streamsmith.object_store import storage_options
@@ -50,6 +50,7 @@ class ViewPlan:
     description: str = ""
     # The view's query as code (``App.views``), which reads the tables itself; else ``sql``.
     query: Callable[[SparkSession], DataFrame] | None = None
+    once: bool = False  # a once flow's query: appended to ``path`` in the first run only
 
 
 def tables_read(sql: str, where: str) -> tuple[str, ...]:
@@ -103,8 +104,17 @@ def refresh(
     written = []
     for view in views:
         started = time.monotonic()
-        event: dict[str, Any] = {"view": view.name, "table": view.name, "trigger": trigger}
+        event: dict[str, Any] = {"view": view.name, "table": view.path.name, "trigger": trigger}
+        once_id = f"streamsmith:once:{view.name}"
+        if view.once and applied_version(view.path, once_id) is not None:
+            continue  # appended by an earlier run
         try:
+            if view.query is not None and view.once:
+                rows = append_batch(view.query(spark), view.path, once_id, 0, view.partition_by)
+                message = f"once flow appended {rows} rows"
+                done = {"event": "once_flow_appended", "rows": rows, "message": message}
+                written.append(record({**event, **done}))
+                continue
             if view.query is not None:
                 result = view.query(spark)
             else:

@@ -36,7 +36,8 @@ from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
 
 from streamsmith.errors import UserError
-from streamsmith.sdp.auto_cdc import AutoCdc, lakeflow_names
+from streamsmith.sdp.expectations import Expecting, declared
+from streamsmith.sdp.lakeflow import AutoCdc, OnceFlow, lakeflow_names
 from streamsmith.sdp.session import PipelineSession
 from streamsmith.sdp.sql import sql_elements
 
@@ -60,6 +61,8 @@ class DeclaredFlow:
     spark_conf: dict[str, str]
     where: str
     cdc: AutoCdc | None = None
+    once: bool = False  # a Lakeflow once flow: a batch append, in the first run only
+    expectations: tuple[Expecting, ...] = ()  # Lakeflow's decorators on its function
 
 
 @dataclass
@@ -102,11 +105,6 @@ class DeclaredGraph(GraphElementRegistry):
                 f"{self.where(output.source_code_location)}: dataset {name!r} is defined "
                 "twice in the pipeline"
             )
-        if isinstance(output, Sink):
-            raise UserError(
-                f"{self.where(output.source_code_location)}: dp.create_sink is not "
-                "supported by streamsmith yet: write the flow to a streaming table"
-            )
         self.outputs[name] = output
 
     def register_flow(self, flow: Flow) -> None:
@@ -115,11 +113,12 @@ class DeclaredGraph(GraphElementRegistry):
             raise UserError(f"{where}: flow {flow.name!r} is defined twice in the pipeline")
         self.flows[flow.name] = DeclaredFlow(
             flow.name, flow.target.split(".")[-1].strip("`"), as_registered(flow.func),
-            dict(flow.spark_conf), where,
+            dict(flow.spark_conf), where, once=isinstance(flow, OnceFlow),
+            expectations=declared(flow.func),
         )  # fmt: skip
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow | AutoCdc) -> None:
-        """An AUTO CDC flow (:mod:`streamsmith.sdp.auto_cdc`): its function streams the
+        """An AUTO CDC flow (:mod:`streamsmith.sdp.lakeflow`): its function streams the
         source's change events, which its target's table applies by key."""
         where = self.where(flow.source_code_location)
         if not isinstance(flow, AutoCdc):  # PySpark's own, made outside load_graph

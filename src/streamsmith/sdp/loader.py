@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.pipelines.output import MaterializedView, Table, TemporaryView
+from pyspark.pipelines.output import MaterializedView, Sink, Table, TemporaryView
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from streamsmith.config import PipelineSpec, deep_merge, load_spec, read_spec_yaml
 from streamsmith.config.sdp_project import SdpProject, read_project
@@ -36,9 +37,10 @@ from streamsmith.runtime.app import (
 from streamsmith.sdp.analysis import FlowFacts, GraphFrames, analyse
 from streamsmith.sdp.graph import DeclaredFlow, DeclaredGraph, load_graph
 from streamsmith.sdp.session import PipelineSession
-from streamsmith.sdp.sql import ExpectingTable, ExpectingView
+from streamsmith.sdp.sql import ExpectingView
 from streamsmith.spark.session import build_session
 from streamsmith.transforms.expectations import Expectation
+from streamsmith.transforms.quarantine import RAW, SOURCE_FILE
 
 
 @dataclass(frozen=True)
@@ -129,16 +131,24 @@ def _plan_parts(
         if isinstance(output, TemporaryView):
             continue
         found = facts[flow.name]
-        assert isinstance(output, Table)
+        assert isinstance(output, Table | Sink)
         description = output.comment or f"{graph.kind(flow.target)} {flow.target} ({flow.where})"
-        partitions = tuple(output.partition_cols or ())
+        partitions = tuple(output.partition_cols or ()) if isinstance(output, Table) else ()
+        if flow.once:
+            views.append(_once_flow(frames, flow, output, found, description, partitions))
+            continue
+        if isinstance(output, Sink) and not found.streaming:
+            raise UserError(
+                f"{flow.where}: flow {flow.name!r} reads in batch into sink {flow.target!r}: "
+                "a flow into a sink streams (read its input with spark.readStream)"
+            )
         if not found.streaming:
             if len(graph.flows_into(flow.target)) > 1:
                 raise UserError(
                     f"{flow.where}: flow {flow.name!r} reads in batch into {flow.target!r}, "
                     "which other flows write: a table several flows append to takes streams"
                 )
-            if isinstance(output, ExpectingView) and output.expectations:
+            if flow.expectations or (isinstance(output, ExpectingView) and output.expectations):
                 raise UserError(
                     f"{flow.where}: expectations on materialized view {flow.target!r} are not "
                     "supported by streamsmith yet (they are on streaming tables)"
@@ -168,6 +178,8 @@ def _plan_parts(
             reads = ", ".join(found.external) or "its own reads"
             sources[source] = {"format": "sdp", "options": {READS: reads}}
         sink: dict[str, Any] = {"format": "delta", "table": flow.target}
+        if isinstance(output, Sink):
+            sink = sink_spec(output, graph.where(output.source_code_location))
         if partitions:
             sink["partition_by"] = list(partitions)
         flows[flow.name] = {"source": source, "sink": sink, "description": description}
@@ -175,33 +187,89 @@ def _plan_parts(
             flows[flow.name]["cdc"] = flow.cdc.cdc_block(found.schema.names)
         if streamed[1:]:
             flows[flow.name]["streams"] = {table: table for table in streamed[1:]}
+        expectations = _expectations(output, flow)
+        quarantines = any(e.action == "quarantine" for e in expectations)
         definitions.append(
             FlowDefinition(
                 name=flow.name,
-                transform=_stream_transform(frames, flow),
+                transform=_stream_transform(frames, flow, lineage=quarantines),
                 description=description,
-                quarantine=False,
+                quarantine=quarantines,
                 record_late=False,
                 streams=tuple(StreamInput(table, _as_read) for table in streamed[1:]),
                 appends_with_others=flow.cdc is None,
-                expectations=_expectations(output),
+                expectations=expectations,
             )
         )
     return definitions, views, sources, flows
 
 
-def _expectations(output: Table) -> tuple[Expectation, ...]:
-    """The Lakeflow expectations a SQL streaming table declares, as streamsmith's."""
-    if not isinstance(output, ExpectingTable):
-        return ()
-    return tuple(Expectation(e.name, e.sql, e.action) for e in output.expectations)
+def _once_flow(
+    frames: GraphFrames,
+    flow: DeclaredFlow,
+    output: Table | Sink,
+    found: FlowFacts,
+    description: str,
+    partitions: tuple[str, ...],
+) -> ViewDefinition:
+    """A once flow: a batch query appended to its table in the first run only (run with
+    the materialized views, as a backfill)."""
+    if isinstance(output, Sink) or found.streaming:
+        raise UserError(
+            f"{flow.where}: once flow {flow.name!r} must read in batch (spark.read) into a "
+            "streaming table"
+        )
+    return ViewDefinition(
+        name=flow.name,
+        query=_view_query(frames, flow),
+        reads=(*found.batch, *found.streamed),
+        description=description,
+        partition_by=partitions,
+        once_into=flow.target,
+    )
 
 
-def _stream_transform(frames: GraphFrames, flow: DeclaredFlow) -> Transform:
-    """The flow's transform: its function's frame (which reads its input itself)."""
+def sink_spec(sink: Sink, where: str) -> dict[str, Any]:
+    """The streamsmith sink ``dp.create_sink`` declares: a Delta table at the ``path``
+    it names (or the pipeline's own ``tableName``), or a Kafka ``topic`` with Spark's
+    Kafka options."""
+    options = {key: str(value) for key, value in sink.options.items()}
+    if sink.format == "delta":
+        if "tableName" in options:
+            return {"format": "delta", "table": options["tableName"].split(".")[-1]}
+        if "path" in options:
+            return {"format": "delta", "table": sink.name, "path": options["path"]}
+        raise UserError(f"{where}: delta sink {sink.name!r} needs option path or tableName")
+    if sink.format == "kafka":
+        topic = options.pop("topic", None)
+        if topic is None:
+            raise UserError(f"{where}: kafka sink {sink.name!r} needs option topic")
+        return {"format": "kafka", "topic": topic, "options": options}
+    raise UserError(
+        f"{where}: sink {sink.name!r} has format {sink.format!r}: streamsmith writes "
+        "SDP sinks of format delta or kafka"
+    )
+
+
+def _expectations(output: Table | Sink, flow: DeclaredFlow) -> tuple[Expectation, ...]:
+    """The Lakeflow expectations of the flow's function (its decorators) and of its SQL
+    streaming table, as streamsmith's."""
+    declared = (*flow.expectations, *getattr(output, "expectations", ()))
+    return tuple(Expectation(e.name, e.sql, e.action) for e in declared)
+
+
+def _stream_transform(frames: GraphFrames, flow: DeclaredFlow, *, lineage: bool) -> Transform:
+    """The flow's transform: its function's frame (which reads its input itself). With
+    ``lineage`` (a flow quarantining by its expectations), each row carries what its
+    quarantine record keeps: the row as JSON for its raw payload, and no source file
+    (the function's own read does not say which one)."""
 
     def transform(events: DataFrame, **_streams: DataFrame) -> DataFrame:
-        return frames.frame(events.sparkSession, flow)
+        frame = frames.frame(events.sparkSession, flow)
+        if not lineage:
+            return frame
+        row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
+        return frame.select("*", row.alias(RAW), F.lit(None).cast("string").alias(SOURCE_FILE))
 
     transform.__qualname__ = f"sdp flow {flow.name} ({flow.where})"
     return transform

@@ -3,7 +3,8 @@
 Supported: ``CREATE [OR REFRESH] STREAMING TABLE t [(schema)] [COMMENT '...']
 [TBLPROPERTIES (...)] [PARTITIONED BY (...)] [AS query]`` (a query reading
 ``STREAM(x)`` or ``STREAM x``), ``CREATE [OR REFRESH] MATERIALIZED VIEW v ... AS query``,
-``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO t BY NAME query``,
+``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO [ONCE] t BY NAME
+query``,
 ``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) ...`` (:func:`_auto_cdc`)
 and ``SET key = value`` (a Spark setting for the statements after it in the file),
 several per file. Anything else is an error naming the file and line.
@@ -24,7 +25,8 @@ from pyspark.sql import DataFrame
 from streamsmith.config import ExpectAction
 from streamsmith.errors import UserError
 from streamsmith.monitor.recorder import first_line
-from streamsmith.sdp.auto_cdc import AutoCdc, auto_cdc
+from streamsmith.sdp.expectations import Expecting
+from streamsmith.sdp.lakeflow import AutoCdc, OnceFlow, auto_cdc
 
 if TYPE_CHECKING:
     from streamsmith.sdp.session import PipelineSession
@@ -37,7 +39,7 @@ _DATASET = re.compile(
 )
 _FLOW = re.compile(
     r"CREATE\s+FLOW\s+" + _NAME + r"(?:\s+COMMENT\s+'((?:[^']|'')*)')?\s+AS\s+INSERT\s+INTO\s+"
-    + _NAME + r"\s+BY\s+NAME\s+(.+)",
+    r"(ONCE\s+)?" + _NAME + r"\s+BY\s+NAME\s+(.+)",
     re.IGNORECASE | re.DOTALL,
 )  # fmt: skip
 _AUTO_CDC = re.compile(
@@ -65,16 +67,6 @@ _SET = re.compile(r"SET\s+([\w.]+)\s*=\s*(.*)", re.IGNORECASE | re.DOTALL)
 _COMMENT = re.compile(r"COMMENT\s+'((?:[^']|'')*)'", re.IGNORECASE)
 _CLAUSE = re.compile(r"(TBLPROPERTIES|PARTITIONED\s+BY|CLUSTER\s+BY)\s*\(", re.IGNORECASE)
 _AS = re.compile(r"AS\s+", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Expecting:
-    """Lakeflow's ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL
-    UPDATE]`` of a SQL dataset: its rule, and ``warn``, ``drop`` or ``fail``."""
-
-    name: str
-    sql: str
-    action: ExpectAction
 
 
 @dataclass(frozen=True)
@@ -145,11 +137,14 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
     settings: dict[str, str] = {}
     found: list[Output | Flow | AutoCdc] = []
 
-    def flow(name: str, target: str, query: str, location: SourceCodeLocation) -> Flow:
+    def flow(
+        name: str, target: str, query: str, location: SourceCodeLocation, once: bool = False
+    ) -> Flow:
         def run_query() -> DataFrame:
             return session.sql(query)
 
-        return Flow(name.strip("`"), target.strip("`"), dict(settings), location, run_query)
+        kind = OnceFlow if once else Flow
+        return kind(name.strip("`"), target.strip("`"), dict(settings), location, run_query)
 
     for statement in statements(text):
         location = SourceCodeLocation(str(file), statement.line)
@@ -162,8 +157,8 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
             found.append(_auto_cdc(match, location, where))
             continue
         if match := _FLOW.fullmatch(body):
-            name, _comment, target, query = match.groups()
-            found.append(flow(name, target, query, location))
+            name, _comment, once, target, query = match.groups()
+            found.append(flow(name, target, query, location, once=bool(once)))
             continue
         match = _DATASET.match(body)
         if match is None:

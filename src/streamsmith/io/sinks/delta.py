@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,10 +44,21 @@ from streamsmith.transforms.cdc import ChangeRules
 
 class DeltaOptions(LakeTableOptions):
     """``table``: the lake table's name; ``partition_by``: its partition columns;
-    ``keys``: the columns an update-mode flow merges on (one row per key)."""
+    ``keys``: the columns an update-mode flow merges on (one row per key); ``path``: an
+    absolute path (or ``file://`` URI) to keep the table at instead of under the storage
+    root, as a Spark Declarative Pipelines Delta sink names one: the pipeline does not
+    own such a table, so a full refresh leaves it alone."""
 
     partition_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
+    path: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path.removeprefix("file://")).is_absolute():
+            raise ValueError(f"path {path!r} must be absolute (or a file:// URI)")
+        return path
 
     @model_validator(mode="after")
     def _keys_once(self) -> DeltaOptions:
@@ -70,6 +81,14 @@ class DeltaSink(LakeBackedSink):
     @property
     def partition_by(self) -> tuple[str, ...]:
         return self.options.partition_by
+
+    @property
+    def lake_path(self) -> Path:
+        path = self.options.path
+        return super().lake_path if path is None else Path(path.removeprefix("file://"))
+
+    def reset(self) -> list[str]:
+        return [] if self.options.path is not None else super().reset()
 
     def describe(self) -> str:
         merged = f", merged on {', '.join(self.options.keys)}" if self.options.keys else ""

@@ -1,22 +1,26 @@
-"""Lakeflow's AUTO CDC flows in an SDP project, run by streamsmith's change data capture
-(``streamsmith.io.cdc``: SCD type 1 and 2, exactly once, whatever order events arrive in).
+"""What Lakeflow's ``pyspark.pipelines`` API takes beyond PySpark 4.2's, for SDP projects
+run by streamsmith: AUTO CDC flows of SCD type 1 and 2 (run by streamsmith's change data
+capture, ``streamsmith.io.cdc``: exactly once, whatever order events arrive in) and
+append flows that run ``once``.
 
 PySpark 4.2's ``dp.create_auto_cdc_flow`` builds Spark Connect columns (it needs the
-``grpc`` client libraries) and accepts SCD type 1 only. Lakeflow's signature is a superset
-of it, so while streamsmith imports a project's files, ``pyspark.pipelines`` answers
-``create_auto_cdc_flow`` with :func:`create_auto_cdc_flow` here (:func:`lakeflow_names`):
-a project written for SDP or for Lakeflow runs unchanged, type 2 included. The flow is an
-:class:`AutoCdc`; the loader turns it into a ``cdc:`` block over the source's columns
-(:meth:`AutoCdc.cdc_block`).
+``grpc`` client libraries) and accepts SCD type 1 only; its ``dp.append_flow`` has no
+``once``. Lakeflow's signatures are supersets of them, so while streamsmith imports a
+project's files, ``pyspark.pipelines`` answers ``create_auto_cdc_flow`` and
+``append_flow`` with the functions here (:func:`lakeflow_names`): a project written for
+SDP or for Lakeflow runs unchanged. An AUTO CDC flow is an :class:`AutoCdc`, which the
+loader turns into a ``cdc:`` block over the source's columns (:meth:`AutoCdc.cdc_block`);
+a once flow a :class:`OnceFlow`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pyspark.pipelines.flow import Flow, QueryFunction
 from pyspark.pipelines.graph_element_registry import get_active_graph_element_registry
 from pyspark.pipelines.source_code_location import (
     SourceCodeLocation,
@@ -24,6 +28,7 @@ from pyspark.pipelines.source_code_location import (
 )
 from pyspark.sql import Column, DataFrame
 
+from streamsmith.sdp.expectations import DECORATORS
 from streamsmith.spark.jvm import column_sql
 from streamsmith.transforms.cdc import ChangeRules, changes, table_schema
 
@@ -178,18 +183,53 @@ def create_auto_cdc_flow(
     get_active_graph_element_registry().register_auto_cdc_flow(flow)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class OnceFlow(Flow):
+    """An append flow that runs once (Lakeflow's ``once=True``, SQL's ``INSERT INTO
+    ONCE``): a backfill, appended in the first run and not again until a full refresh."""
+
+
+def append_flow(
+    *,
+    target: str,
+    name: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+    comment: str | None = None,
+    once: bool = False,
+) -> Callable[[QueryFunction], None]:
+    """Lakeflow's ``append_flow``: PySpark's, plus ``comment`` (taken, not kept) and
+    ``once`` (see :class:`OnceFlow`; its function reads in batch, ``spark.read``)."""
+    location = get_caller_source_code_location(stacklevel=1)
+
+    def register(func: QueryFunction) -> None:
+        kind = OnceFlow if once else Flow
+        flow = kind(name or func.__name__, target, dict(spark_conf or {}), location, func)
+        get_active_graph_element_registry().register_flow(flow)
+
+    return register
+
+
 @contextmanager
 def lakeflow_names() -> Iterator[None]:
-    """Within, ``pyspark.pipelines.create_auto_cdc_flow`` is :func:`create_auto_cdc_flow`
-    (see the module docstring)."""
+    """Within, ``pyspark.pipelines.create_auto_cdc_flow`` and ``append_flow`` are this
+    module's, and it has Lakeflow's expectation decorators (see the module docstring and
+    :mod:`streamsmith.sdp.expectations`)."""
     import pyspark.pipelines as dp
 
-    own = dp.create_auto_cdc_flow
-    dp.create_auto_cdc_flow = create_auto_cdc_flow  # type: ignore[assignment]
+    ours: dict[str, Any] = {
+        "create_auto_cdc_flow": create_auto_cdc_flow, "append_flow": append_flow, **DECORATORS,
+    }  # fmt: skip
+    own = {name: getattr(dp, name, None) for name in ours}
+    for name, value in ours.items():
+        setattr(dp, name, value)
     try:
         yield
     finally:
-        dp.create_auto_cdc_flow = own
+        for name, value in own.items():
+            if value is None:
+                delattr(dp, name)
+            else:
+                setattr(dp, name, value)
 
 
 def _sql(value: str | Column) -> str:

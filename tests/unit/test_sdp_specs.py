@@ -380,3 +380,23 @@ def test_expectation_decorators_mark_the_function_top_to_bottom() -> None:
     )  # fmt: skip
     with pytest.raises(TypeError, match="goes below @dp.table"):
         expectations.expect("a", "x > 0")(None)  # type: ignore[type-var]
+
+
+def test_strings_quoted_names_and_nesting_are_sql_s_tokens_not_syntax() -> None:
+    table = one_table(
+        "CREATE STREAMING TABLE t (`a,b` INT, CONSTRAINT few EXPECT (`a,b`<3), n STRING, "
+        "CONSTRAINT odd EXPECT (n <> 'x, (y') ON VIOLATION DROP ROW) "
+        "TBLPROPERTIES ('note' = 'a, b)', 'q' = '1') AS SELECT 1 AS `a,b`, 'z' AS n"
+    )
+    assert table.schema == "`a,b` INT, n STRING"
+    assert [(e.name, e.sql) for e in table.expectations] == [
+        ("few", "`a,b`<3"), ("odd", "n <> 'x, (y'"),
+    ]  # fmt: skip
+    assert table.table_properties == {"note": "a, b)", "q": "1"}
+    for sql, error in (
+        ("\nCREATE STREAMING TABLE t (id INT AS SELECT 1", "2: unbalanced parentheses in (id"),
+        ("CREATE STREAMING TABLE t (n STRING COMMENT 'oops) AS SELECT 1", "1: Error tokenizing"),
+    ):
+        with pytest.raises(UserError) as raised:
+            sql_elements(sql, Path("t/x.sql"), None)  # type: ignore[arg-type]
+        assert str(raised.value).startswith(f"t/x.sql:{error}"), str(raised.value)

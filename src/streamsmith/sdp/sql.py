@@ -4,10 +4,11 @@ Supported: ``CREATE [OR REFRESH] STREAMING TABLE t [(schema)] [COMMENT '...']
 [TBLPROPERTIES (...)] [PARTITIONED BY (...)] [AS query]`` (a query reading
 ``STREAM(x)`` or ``STREAM x``), ``CREATE [OR REFRESH] MATERIALIZED VIEW v ... AS query``,
 ``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO [ONCE] t BY NAME
-query``,
-``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) ...`` (:func:`_auto_cdc`)
-and ``SET key = value`` (a Spark setting for the statements after it in the file),
-several per file. Anything else is an error naming the file and line.
+query``, ``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) ...``
+(:func:`_auto_cdc`) and ``SET key = value`` (a Spark setting for the statements after it
+in the file), several per file. Anything else is an error naming the file and line. Parentheses,
+clause lists and AUTO CDC's clauses are found among Spark SQL's tokens (sqlglot's
+tokenizer), so what a string, a quoted name or a comment holds is never syntax.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyspark.pipelines.flow import Flow
 from pyspark.pipelines.output import MaterializedView, Output, StreamingTable, TemporaryView
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
+from sqlglot import Token, TokenType
 
 from streamsmith.config import ExpectAction
 from streamsmith.errors import UserError
@@ -205,7 +207,7 @@ def _auto_cdc(match: re.Match[str], location: SourceCodeLocation, where: str) ->
     try:
         return auto_cdc(
             name.strip("`"), target.strip("`"), source.strip("`"),
-            tuple(_names(_inside(clauses[("KEYS",)], where))), clauses[("SEQUENCE", "BY")],
+            tuple(_names(_inside(clauses[("KEYS",)], where), where)), clauses[("SEQUENCE", "BY")],
             location, apply_as_deletes=clauses.get(("APPLY", "AS", "DELETE", "WHEN")),
             column_list=columns[0], except_column_list=columns[1],
             scd_type=clauses.get(("STORED", "AS", "SCD", "TYPE"), "1"),
@@ -218,19 +220,12 @@ def _auto_cdc(match: re.Match[str], location: SourceCodeLocation, where: str) ->
 def _cdc_clauses(text: str, where: str) -> dict[tuple[str, ...], str]:
     """AUTO CDC's clauses after ``FROM``: each one's words -> the text up to the next
     (found outside parentheses, strings and comments, by Spark SQL's tokens)."""
-    from sqlglot import TokenType
-    from sqlglot.dialects.spark import Spark
-    from sqlglot.errors import TokenError
-
-    try:
-        tokens = Spark().tokenize(text)
-    except TokenError as exc:
-        raise UserError(f"{where}: {first_line(str(exc))}") from None
+    tokens = _tokens(text, where)
     starts: list[tuple[tuple[str, ...], int, int]] = []  # (clause, its start, its body's)
     depth, i = 0, 0
     while i < len(tokens):
         token = tokens[i]
-        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+        depth += _depth(token)
         words = next(
             (
                 w for w in _CDC_CLAUSES
@@ -262,9 +257,9 @@ def _column_choice(
     if text is None:
         return None, None
     if match := re.fullmatch(r"\*\s*EXCEPT\s*(\(.*\))", text, re.IGNORECASE | re.DOTALL):
-        return None, tuple(_names(_inside(match.group(1), where)))
+        return None, tuple(_names(_inside(match.group(1), where), where))
     inner = _inside(text, where) if text.startswith("(") else text
-    return tuple(_names(inner)), None
+    return tuple(_names(inner, where)), None
 
 
 def _inside(text: str, where: str) -> str:
@@ -274,8 +269,8 @@ def _inside(text: str, where: str) -> str:
     return inner
 
 
-def _names(text: str) -> list[str]:
-    return [name.strip().strip("`") for name in _split_top(text)]
+def _names(text: str, where: str) -> list[str]:
+    return [name.strip().strip("`") for name in _split_top(text, where)]
 
 
 def _clauses(
@@ -297,11 +292,11 @@ def _clauses(
             inner, rest = _parenthesised(rest[match.end() - 1 :], where)
             clause = " ".join(match.group(1).upper().split())
             if clause == "TBLPROPERTIES":
-                for pair in _split_top(inner):
+                for pair in _split_top(inner, where):
                     key, _, value = pair.partition("=")
                     properties[key.strip().strip("'\"`")] = value.strip().strip("'\"")
             elif clause == "PARTITIONED BY":
-                partitions = [c.strip().strip("`") for c in _split_top(inner)]
+                partitions = [c.strip().strip("`") for c in _split_top(inner, where)]
             else:
                 raise UserError(f"{where}: CLUSTER BY is not supported by streamsmith yet")
         elif match := _AS.match(rest):
@@ -317,7 +312,7 @@ def _expectations(schema: str | None, where: str) -> tuple[str | None, tuple[Exp
     if schema is None:
         return None, ()
     columns, rules = [], []
-    for item in _split_top(schema):
+    for item in _split_top(schema, where):
         if not item.upper().startswith("CONSTRAINT"):
             columns.append(item)
             continue
@@ -334,49 +329,54 @@ def _expectations(schema: str | None, where: str) -> tuple[str | None, tuple[Exp
     return (", ".join(columns) or None), tuple(rules)
 
 
+def _tokens(text: str, where: str) -> list[Token]:
+    """``text`` as Spark SQL's tokens (sqlglot's tokenizer: strings, quoted names and
+    comments are single tokens, so nothing in them counts as syntax)."""
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import TokenError
+
+    try:
+        return list(Spark().tokenize(text))
+    except TokenError as exc:
+        raise UserError(f"{where}: {first_line(str(exc))} in {_first_words(text)}") from None
+
+
+def _depth(token: Token) -> int:
+    return {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+
+
 def _parenthesised(text: str, where: str) -> tuple[str, str]:
     """The text inside the parentheses ``text`` starts with, and what follows them."""
-    depth, quote = 0, ""
-    for i, char in enumerate(text):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"`":
-            quote = char
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return text[1:i].strip(), text[i + 1 :].lstrip()
+    depth = 0
+    for token in _tokens(text, where):
+        depth += _depth(token)
+        if depth == 0:
+            if token.token_type != TokenType.R_PAREN:
+                break
+            return text[1 : token.start].strip(), text[token.end + 1 :].lstrip()
     raise UserError(f"{where}: unbalanced parentheses in {_first_words(text)}")
 
 
-def _split_top(text: str) -> list[str]:
-    """``text`` split at commas outside parentheses, quotes and a type's angle brackets
-    (``MAP<STRING, INT>``: a ``<`` right after a word; ``a < b`` compares)."""
+def _split_top(text: str, where: str) -> list[str]:
+    """``text`` split at commas outside parentheses and a type's angle brackets
+    (``MAP<STRING, INT>``: a ``<`` right after a name, outside parentheses; ``a < b`` and
+    ``EXPECT (a<b)`` compare)."""
     parts: list[str] = []
-    current: list[str] = []
-    depth, angles, quote = 0, 0, ""
-    for char in text:
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"`":
-            quote = char
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "<" and current and current[-1].isalnum():
+    depth, angles, start, previous = 0, 0, 0, None
+    for token in _tokens(text, where):
+        depth += _depth(token)
+        kind = token.token_type
+        adjacent = previous is not None and previous.end + 1 == token.start
+        if kind == TokenType.LT and depth == 0 and adjacent:
             angles += 1
-        elif char == ">" and angles:
+        elif kind == TokenType.GT and angles:
             angles -= 1
-        elif char == "," and depth == 0 and angles == 0:
-            parts.append("".join(current).strip())
-            current = []
-            continue
-        current.append(char)
-    if "".join(current).strip():
-        parts.append("".join(current).strip())
+        elif kind == TokenType.COMMA and depth == 0 and angles == 0:
+            parts.append(text[start : token.start].strip())
+            start = token.end + 1
+        previous = token
+    if text[start:].strip():
+        parts.append(text[start:].strip())
     return parts
 
 

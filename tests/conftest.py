@@ -32,6 +32,7 @@ from streamsmith.io.postgres.server import (
 )
 from streamsmith.processes import free_port
 from streamsmith.spark.session import build_session
+from streamsmith.testing import SMALL_DATA_CONF
 
 TEST_SPARK = SparkSpec(
     master="local[2]",
@@ -42,6 +43,7 @@ TEST_SPARK = SparkSpec(
         "spark.sql.shuffle.partitions": 2,
         "spark.default.parallelism": 2,
         "spark.driver.memory": "4g",
+        **SMALL_DATA_CONF,
     },
     log_level="ERROR",
 )
@@ -72,7 +74,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # crash tests' children) live seconds to a minute: compiled by the client compiler only,
 # they skip the server compiler's work, most of which would only pay off in a longer
 # life. Spark's launcher adds SPARK_SUBMIT_OPTS to the driver JVM's options.
-SUBPROCESS_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# The small-data settings reach them as system properties, which Spark reads as its conf.
+SUBPROCESS_JVM_OPTIONS = " ".join(
+    ["-XX:TieredStopAtLevel=1", *(f"-D{key}={value}" for key, value in SMALL_DATA_CONF.items())]
+)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
 
 

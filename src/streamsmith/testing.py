@@ -117,16 +117,33 @@ class IntegrityReport:
             )
 
 
+# Spark settings for tests over a few records, where Spark's fixed costs dominate; none
+# changes a result. Measured on a project's prefix-integrity test (17 records, 4 queries):
+# 242 CPU-seconds with Spark's defaults, 107 with these.
+SMALL_DATA_CONF: dict[str, str] = {
+    # A query at `interval=0s` with nothing new polls its source again after this long
+    # (Spark's default, 10 ms, lists a file source's folder ~50 times a second, each
+    # listing scanning every jar on the classpath for a Hadoop JobConf).
+    "spark.sql.streaming.pollingDelay": "200ms",
+    # Evaluate expressions instead of generating and compiling Java for each plan and
+    # task: on a handful of rows the compiler costs far more than it saves. Spark's own
+    # test suites run this mode (an internal setting; results are the same).
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.codegen.wholeStage": "false",
+}
+
+
 def local_session(cores: int = 2, name: str = "streamsmith-tests") -> SparkSession:
     """A local Spark session for tests: ``cores`` cores, as many shuffle partitions
-    (Spark's 200 would make every small aggregation slow), UTC, bound to loopback.
-    Start one per test run: it takes seconds."""
+    (Spark's 200 would make every small aggregation slow), UTC, bound to loopback, and
+    :data:`SMALL_DATA_CONF`. Start one per test run: it takes seconds."""
     from streamsmith.config import SparkSpec
     from streamsmith.spark.session import build_session
 
     conf: dict[str, str | int | float | bool] = {
         "spark.sql.shuffle.partitions": cores,
         "spark.sql.session.timeZone": "UTC",
+        **SMALL_DATA_CONF,
     }
     return build_session(SparkSpec(master=f"local[{cores}]", conf=conf), name)
 

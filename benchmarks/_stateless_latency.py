@@ -40,6 +40,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import SparkSpec, parse_trigger
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.start import start_queries
@@ -192,15 +193,20 @@ def _end_session(process: subprocess.Popen[bytes]) -> None:
 def _await_output(broker: EmbeddedBroker, engine: Engine, trigger: str) -> None:
     """Wait until the flow turns a probe view (sent 0, left out of every figure) into an
     output record: the flow is reading and writing before the first measured event."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer(librdkafka_login({"bootstrap.servers": broker.bootstrap}))
     probe = '{"ad_id":"a0","user_id":"u0","event_type":"view","sent":0,"seq":0}'
     producer.produce(SOURCE, value=probe.encode())
     if producer.flush(30):
         raise SystemExit(f"{trigger}: the probe event was not delivered to {SOURCE}")
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "ready",
-         "auto.offset.reset": "earliest"}
-    )  # fmt: skip
+        librdkafka_login(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "ready",
+                "auto.offset.reset": "earliest",
+            }
+        )
+    )
     consumer.subscribe([OUTPUT])
     deadline = time.monotonic() + 240
     try:
@@ -253,7 +259,7 @@ def _measure(
     start = time.time()
     cpu_from = None
     views = 0
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    producer = Producer(librdkafka_login({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}))
     failed: list[str] = []
 
     def on_delivery(error: object, _message: object) -> None:
@@ -309,9 +315,15 @@ def _measure(
 
 def _consume(bootstrap: str, appended: list[tuple[int, int, int]], done: threading.Event) -> None:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench", "auto.offset.reset": "earliest",
-         "enable.auto.commit": False}
-    )  # fmt: skip
+        librdkafka_login(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "bench",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+    )
     consumer.subscribe([OUTPUT])
     try:
         while not done.is_set():
@@ -328,8 +340,16 @@ def _consume(bootstrap: str, appended: list[tuple[int, int, int]], done: threadi
 def _append_times(bootstrap: str) -> dict[int, int]:
     """Each event's append time in the input topic, by sequence number: read after the
     run, so the reading costs the measured flow nothing."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "trace",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        librdkafka_login(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "trace",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+    )
     _, end = consumer.get_watermark_offsets(TopicPartition(SOURCE, 0), timeout=30)
     consumer.assign([TopicPartition(SOURCE, 0, 0)])
     times: dict[int, int] = {}

@@ -46,6 +46,7 @@ import yaml
 from confluent_kafka import Producer
 
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.postgres.server import (
     PostgresServer,
     create_database,
@@ -179,8 +180,15 @@ class Feeder(threading.Thread):
         super().__init__(name="feeder", daemon=True)
         self.inbox = home / "data/input/files"
         self.inbox.mkdir(parents=True, exist_ok=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                                  "message.timeout.ms": 600_000})  # fmt: skip
+        self.producer = Producer(
+            librdkafka_login(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "enable.idempotence": True,
+                    "message.timeout.ms": 600_000,
+                }
+            )
+        )
         self.profile, self.rng = profile, random.Random(seed)
         self.truth = Truth()
         self.stop_event = threading.Event()

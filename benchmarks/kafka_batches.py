@@ -26,6 +26,7 @@ import streamsmith
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import ysb_data
 from streamsmith.io.kafka.broker import start_broker
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.kafka.offsets import OffsetRange
 from streamsmith.io.kafka.source import parse_options, to_record_batch
 from streamsmith.schemas.ysb import AD_EVENT_SCHEMA
@@ -43,8 +44,15 @@ def main() -> None:
         broker.create_topic("batches", partitions=1)
         lines = ysb_data(args.messages, chunks=1).lines
         produce_all(broker.bootstrap, "batches", lines, [None] * len(lines))
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench",
-                             "enable.auto.commit": False})  # fmt: skip
+        consumer = Consumer(
+            librdkafka_login(
+                {
+                    "bootstrap.servers": broker.bootstrap,
+                    "group.id": "bench",
+                    "enable.auto.commit": False,
+                }
+            )
+        )
         consumer.assign([TopicPartition("batches", 0, 0)])
         messages: list[Any] = []
         while len(messages) < args.messages:

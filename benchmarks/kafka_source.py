@@ -31,6 +31,7 @@ from streamsmith.config import SparkSpec
 from streamsmith.generate.ysb import ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
 from streamsmith.io.kafka.client import consumer_config
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.spark.session import build_session
 
@@ -58,12 +59,14 @@ def produce_events(
     """Write ``events`` round-robin over ``partitions`` (at ``rate`` per second when
     given) and wait for every ack."""
     producer = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "linger.ms": 5 if rate else 20,
-            "batch.num.messages": 10000,
-            "queue.buffering.max.messages": 500000,
-        }
+        librdkafka_login(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "linger.ms": 5 if rate else 20,
+                "batch.num.messages": 10000,
+                "queue.buffering.max.messages": 500000,
+            }
+        )
     )
     started = time.perf_counter()
     for index, event in enumerate(events):

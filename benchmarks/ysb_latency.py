@@ -47,6 +47,7 @@ from streamsmith.apps.ysb import kafka_overrides
 from streamsmith.config import SparkSpec, load_spec, parse_trigger
 from streamsmith.generate.ysb import WINDOW, YsbData, ysb_campaigns, ysb_data
 from streamsmith.io.kafka.broker import start_broker
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.io.postgres.server import running_postgres
 from streamsmith.runtime.plan import build_plan
@@ -195,7 +196,7 @@ def _produce(
     data: YsbData, bootstrap: str, rate: int, done: threading.Event, lag: list[tuple[float, float]]
 ) -> None:
     """Send each event when its event time comes (in 5 ms steps)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer(librdkafka_login({"bootstrap.servers": bootstrap, "linger.ms": 5}))
     lines = data.lines
     first = data.first_time.timestamp()
     sent = 0

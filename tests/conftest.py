@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from streamsmith.config import SparkSpec
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.postgres.server import (
     PostgresServer,
     create_database,
@@ -114,8 +115,9 @@ def _forget_cached_tables() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     """One Apache Kafka broker (a KRaft node on loopback, data in a temp folder) for the
-    whole run."""
-    with start_broker(tmp_path_factory.mktemp("broker")) as running:
+    whole run, without authentication (``auth=False``): tests talk to it with plain
+    clients of their own. Brokers a test starts itself authenticate, as users' do."""
+    with start_broker(tmp_path_factory.mktemp("broker"), auth=False) as running:
         yield running
 
 
@@ -137,8 +139,11 @@ def produce_records(
     keys: list[bytes] | None = None,
     partitions: int = 3,
 ) -> None:
-    """Write ``values`` round-robin over ``partitions`` and wait until all are acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    """Write ``values`` round-robin over ``partitions`` and wait until all are acknowledged
+    (logged in as streamsmith's clients do, when the broker is one of ours that asks)."""
+    producer = Producer(
+        librdkafka_login({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    )
     failures: list[str] = []
 
     def on_delivery(error: object, _message: object) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from streamsmith.io.kafka.login import librdkafka_login
+
 
 def wait_for(
     condition: Callable[[], bool], what: str, timeout_s: float = 120, every_s: float = 0.2
@@ -23,10 +25,10 @@ def wait_for(
 
 def read_until(bootstrap: str, topics: list[str], count: int, seconds: float) -> list[Any]:
     """The records of ``topics`` from the start, once ``count`` have come (or the time is up)."""
-    consumer = Consumer(
+    consumer = Consumer(librdkafka_login(
         {"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
          "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    )  # fmt: skip
+    ))  # fmt: skip
     consumer.subscribe(topics)
     records: list[Any] = []
     deadline = time.monotonic() + seconds

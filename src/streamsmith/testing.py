@@ -151,7 +151,9 @@ def local_session(cores: int = 2, name: str = "streamsmith-tests") -> SparkSessi
 @contextmanager
 def local_broker(folder: Path) -> Iterator[str]:
     """An Apache Kafka broker for tests (one KRaft node on 127.0.0.1, its data and log in
-    ``folder``): yields its bootstrap servers, and stops it on exit."""
+    ``folder``): yields its bootstrap servers, and stops it on exit. It authenticates, as
+    ``broker start``'s does: streamsmith's clients log in by themselves; a client of the
+    test's own passes its settings through ``streamsmith.io.kafka.login.librdkafka_login``."""
     from streamsmith.io.kafka.broker import start_broker
 
     with start_broker(folder) as broker:
@@ -456,13 +458,16 @@ def _kafka_feed(options: Mapping[str, ConfValue]) -> Feed:
     from confluent_kafka import Producer
 
     from streamsmith.io.kafka.client import ensure_topic
+    from streamsmith.io.kafka.login import librdkafka_login
 
     bootstrap = str(options["kafka.bootstrap.servers"])
     topic = str(options["subscribe"])
     ensure_topic(bootstrap, topic, 3)
 
     def produce(number: int, chunk: Sequence[bytes]) -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        producer = Producer(
+            librdkafka_login({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        )
         failures: list[str] = []
         for index, record in enumerate(chunk):
             producer.produce(

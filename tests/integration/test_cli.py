@@ -211,20 +211,47 @@ def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) ->
     assert read_table(spark, root / "backfill/cloudtrail_events").count() == expected.valid_records
 
 
-def test_broker_start_status_topic_create_stop(tmp_path: Path) -> None:
+def test_broker_start_status_topic_create_stop(spark: SparkSession, tmp_path: Path) -> None:
+    """``broker start`` authenticates: a client that does not log in is refused, while
+    streamsmith's own commands and a pipeline's run log in with the broker's secret."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
+
+    from streamsmith.io.kafka.login import librdkafka_login
+    from streamsmith.spark.auth import BROKER, secret_path
 
     root = str(tmp_path)
     started = streamsmith("broker", "start", "--root", root, cwd=tmp_path, timeout=60)
     try:
         assert started.returncode == 0, started.stderr
         port = int(started.stdout.split("127.0.0.1:")[1].split()[0])
+        address = f"127.0.0.1:{port}"
         again = streamsmith("broker", "start", "--root", root, cwd=tmp_path, timeout=60)
         status = streamsmith("broker", "status", "--root", root, cwd=tmp_path, timeout=60)
         created = streamsmith(
             "topic", "create", "events", "--partitions", "3", "--root", root, cwd=tmp_path
         )
-        topics = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+        with pytest.raises(KafkaException):  # no login: not even the topics are listed
+            AdminClient({"bootstrap.servers": address}).list_topics(timeout=10)
+        topics = AdminClient(librdkafka_login({"bootstrap.servers": address})).list_topics(
+            timeout=10
+        )
+        (tmp_path / "clicks.jsonl").write_text(
+            "".join(json.dumps({"user": f"u{i}", "n": i}) + "\n" for i in range(7))
+        )
+        produced = streamsmith("topic", "produce", "events", "clicks.jsonl", "--root", root,
+                               cwd=tmp_path)  # fmt: skip
+        spec = {
+            "name": "clicks", "storage_root": "data", "kafka": {"bootstrap_servers": address},
+            "sources": {"clicks": {"format": "kafka", "schema": "user string, n int",
+                                   "options": {"subscribe": "events",
+                                               "startingOffsets": "earliest"}}},
+            "flows": {"clicks": {"source": "clicks", "sql": "SELECT user, n FROM clicks",
+                                 "sink": {"format": "delta", "table": "clicks"}}},
+        }  # fmt: skip
+        (tmp_path / "clicks.yml").write_text(yaml.safe_dump(spec))
+        ran = streamsmith("run", "clicks.yml", "--trigger", "available-now", cwd=tmp_path)
+        secret_mode = secret_path(BROKER, address).stat().st_mode & 0o777
     finally:
         stopped = streamsmith("broker", "stop", "--root", root, cwd=tmp_path, timeout=60)
     after = streamsmith("broker", "status", "--root", root, cwd=tmp_path, timeout=60)
@@ -233,6 +260,11 @@ def test_broker_start_status_topic_create_stop(tmp_path: Path) -> None:
     assert status.stdout.strip() == f"broker running on 127.0.0.1:{port}"
     assert created.stdout.strip() == f"created topic events on 127.0.0.1:{port}"
     assert len(topics.topics["events"].partitions) == 3
+    assert secret_mode == 0o600
+    assert produced.stdout.strip() == f"produced 7 records to topic events on {address}"
+    assert ran.returncode == 0, ran.stderr
+    clicks = read_table(spark, tmp_path / "data/tables/clicks")
+    assert sorted(row.n for row in clicks.collect()) == list(range(7))
     assert (tmp_path / "broker/broker.json").is_file() is False  # removed by stop
     assert (tmp_path / "broker/broker.log").is_file()
     assert (tmp_path / "broker/data/meta.properties").is_file()  # topics outlive a stop

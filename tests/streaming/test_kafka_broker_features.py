@@ -180,39 +180,62 @@ def test_keyed_records_land_where_java_producers_put_them(
     assert len({min(p) for p in where.values()}) == 3  # and keys do spread over partitions
 
 
-def test_sasl_settings_pass_through_to_sparks_connector(
+def test_the_broker_admits_only_logged_in_clients_and_streamsmiths_own(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """``kafka.*`` security settings reach Spark's connector as they are: a SASL/PLAIN
-    listener admits the user with the right password, and refuses a wrong one."""
+    """A broker streamsmith starts takes SASL/PLAIN only, on its listener and its
+    controller's (no plain listener beside them): a client that does not log in is
+    refused, a wrong password too; streamsmith's own clients (the admin client, the
+    producer, both connectors) log in with the broker's secret, and ``kafka.*`` security
+    settings a user gives reach Spark's connector as they are."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
     from streamsmith.io.kafka.broker import start_broker
+    from streamsmith.io.kafka.login import broker_secret
 
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
     with start_broker(tmp_path / "sasl", sasl_users={"alice": "wonder-land"}) as secured:
+        settings = (tmp_path / "sasl/server.properties").read_text()
+        assert f"listeners=SASL_PLAINTEXT://{secured.bootstrap},CONTROLLER:" in settings
+        assert "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:" in (
+            settings
+        )
+        assert "PLAINTEXT://" not in settings.replace("SASL_PLAINTEXT://", "")
+        assert secured.sasl_bootstrap == secured.bootstrap
+        assert broker_secret(secured.bootstrap) is not None
+
+        errors: list[KafkaError] = []
+        anonymous = AdminClient({"bootstrap.servers": secured.bootstrap, "error_cb": errors.append})
+        with pytest.raises(KafkaException):
+            anonymous.list_topics(timeout=10)
+        anonymous.poll(1)  # serves the error callbacks
+        assert errors, "a client that does not log in must be refused"
+
         secured.create_topic("private", partitions=1)
-        producer = Producer({"bootstrap.servers": secured.bootstrap})
+        producer = Producer(producer_config({"bootstrap.servers": secured.bootstrap}))
         for i in range(4):
             producer.produce("private", value=f"s{i}".encode())
         assert producer.flush(30) == 0
+        own = {"kafka.bootstrap.servers": secured.bootstrap, "subscribe": "private",
+               "startingOffsets": "earliest"}  # fmt: skip
+        for connector in ("jvm", "python"):
+            spec = SourceSpec(format="kafka", connector=connector, options=own)
+            assert values(read_kafka(spark, spec, streaming=False)) == ["s0", "s1", "s2", "s3"]
         spec = SourceSpec(
             format="kafka",
             options={
-                "kafka.bootstrap.servers": secured.sasl_bootstrap,
+                **own,
                 "kafka.security.protocol": "SASL_PLAINTEXT",
                 "kafka.sasl.mechanism": "PLAIN",
                 "kafka.sasl.jaas.config": jaas + 'password="wonder-land";',
-                "subscribe": "private",
-                "startingOffsets": "earliest",
             },
         )
         assert values(read_kafka(spark, spec, streaming=False)) == ["s0", "s1", "s2", "s3"]
 
-        errors: list[KafkaError] = []
+        errors.clear()
         wrong = AdminClient({
-            "bootstrap.servers": secured.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "bootstrap.servers": secured.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "guess",
             "error_cb": errors.append,
         })  # fmt: skip

@@ -308,7 +308,9 @@ def test_broker_gone_mid_stream_fails_the_query_clearly(
         doomed.create_topic("short-lived", partitions=1)
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": doomed.bootstrap})
+        from streamsmith.io.kafka.login import librdkafka_login
+
+        producer = Producer(librdkafka_login({"bootstrap.servers": doomed.bootstrap}))
         for value in events(5):
             producer.produce("short-lived", value=value)
         assert producer.flush(30) == 0

@@ -14,9 +14,12 @@ from streamsmith.runtime.flow_batches import (
     NEVER,
     Facts,
     FlowFacts,
+    MainQueryBehind,
     Part,
+    await_main_commits,
     file_cover,
     kafka_cover,
+    recomputed_after_main,
     reported_facts,
     watermark_before,
 )
@@ -162,3 +165,35 @@ def test_the_facts_of_batches_before_those_last_asked_for_are_dropped(spark: Spa
     assert sorted(facts._seen) == list(range(40, 100))  # a side query reads on from 40
     assert facts.of([39]) is None  # a replay asking again reads its input itself
     assert facts.of([40]) == {40: Facts(1, None, rejects)}
+
+
+def _log(checkpoint: Path, planned: int, committed: int | None) -> Path:
+    """A query's offset and commit logs, as far as they matter here."""
+    for folder, last in (("offsets", planned), ("commits", committed)):
+        (checkpoint / folder).mkdir(parents=True, exist_ok=True)
+        for batch in range(-1 if last is None else last + 1):
+            (checkpoint / folder / str(batch)).write_text("v1\n{}\n")
+    return checkpoint
+
+
+def test_a_side_batch_computed_again_after_its_flow_committed_it_is_named(
+    tmp_path: Path,
+) -> None:
+    """The one case no ordering makes whole: the run stopped between the flow's commit and
+    its side query's, so the side batch is computed under the new spec alone."""
+    flow = _log(tmp_path / "flow", planned=3, committed=3)
+    side = _log(tmp_path / "side", planned=2, committed=1)
+    note = recomputed_after_main(flow, side)
+    assert note is not None and note.startswith("its batch 2 is computed again under this spec")
+    # Both left the batch uncommitted (the flow failed it): both compute it again alike.
+    assert recomputed_after_main(_log(tmp_path / "failed", planned=3, committed=2), side) is None
+    assert recomputed_after_main(flow, _log(tmp_path / "done", planned=2, committed=2)) is None
+
+
+def test_a_side_batch_waits_for_its_flow_to_commit_and_fails_when_it_stops(
+    tmp_path: Path,
+) -> None:
+    flow = _log(tmp_path / "flow", planned=4, committed=3)
+    await_main_commits(flow, [2, 3], lambda: False, "side batch 7", wait_s=5)  # committed
+    with pytest.raises(MainQueryBehind, match=r"side batch 7: the flow's batch 4 .* has not"):
+        await_main_commits(flow, [3, 4], lambda: False, "side batch 7", wait_s=5)

@@ -77,13 +77,18 @@ def db_status(root: Root = None) -> None:
 @broker_cli.command("start")
 def broker_start(root: Root = None, port: PortOpt = None) -> None:
     """Start Apache Kafka on 127.0.0.1 that keeps running after this command; its topics,
-    log and pid live under `<root>/broker` and outlive a stop."""
+    log and pid live under `<root>/broker` and outlive a stop. It admits SASL/PLAIN
+    logins only: streamsmith's own clients log in as `streamsmith` with the secret in the
+    0600 file the start-up line names."""
     from streamsmith.io.kafka.broker import broker_home, start_broker_daemon
+    from streamsmith.spark.auth import BROKER, secret_path
 
     home = broker_home(storage_root(root))
     with err.status("starting Apache Kafka"):
         started = start_broker_daemon(home, port)
-    say(f"broker running on 127.0.0.1:{started} (data, log and pid in {home})")
+    secret = secret_path(BROKER, f"127.0.0.1:{started}")
+    say(f"broker running on 127.0.0.1:{started} (SASL/PLAIN, user streamsmith, secret in "
+        f"{secret}; data, log and pid in {home})")  # fmt: skip
 
 
 @broker_cli.command("stop")

@@ -33,7 +33,10 @@ def produce_all(
     """
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    from streamsmith.io.kafka.login import librdkafka_login
+
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"}
+    producer = Producer(librdkafka_login(conf))
     failures: list[str] = []
 
     def on_delivery(error: Any, _message: Any) -> None:

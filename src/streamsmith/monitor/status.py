@@ -24,6 +24,7 @@ _STATES = {
     "restart": "active",
     "failure": "restarting",
     "gave_up": "failed",
+    "side_waits": "restarting",  # a side query stopped to wait for its main query's commit
 }
 # How each run event leaves the run's queries' last run.
 _RUN_STATES = {
@@ -138,7 +139,8 @@ class StatusFold:
             # Spark's event may arrive after the supervisor scheduled the restart
             entry["state"] = "failed" if event.get("message") else "stopped"
         if kind in ("failure", "gave_up") or (kind == "terminated" and event.get("message")):
-            entry["error"] = event.get("message")
+            waiting = "MainQueryBehind" in str(event.get("message"))  # not an error of its own
+            entry["error"] = None if waiting else event.get("message")
         if kind == "progress":
             _fold_batch(entry, event)
 

@@ -36,6 +36,7 @@ from streamsmith.io.sources.base import Source
 from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.side_sinks import side_notes
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.schemas.inference import only_grows
 from streamsmith.spark import jvm
@@ -288,6 +289,7 @@ def check_upgrade(spark: SparkSession, plan: Plan) -> list[Verdict]:
         for output in flow.outputs:
             new = fingerprint(output_frame(frames, output), output, flow)
             verdict = _verdict(output, new)
+            verdict.notes += side_notes(output.sink, output.checkpoint)
             if flow.schema_store is not None and any("state" in r for r in verdict.reasons):
                 verdict.reasons.append(
                     f"source {flow.source_name} adds fields as they appear (schema_evolution: "

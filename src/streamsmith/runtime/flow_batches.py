@@ -19,12 +19,19 @@ write the rows the main query carried without reading its input again; the late-
 query when even the oldest event was on time. When a fact is missing (the main query
 runs elsewhere, or ran those batches before a restart), the side query reads its batch:
 skipping is never a guess.
+
+A side batch never commits ahead of the main query (:meth:`FlowCover.parts`): it waits
+until the main-query batches that read its input have committed, and fails, left
+uncommitted, when the main query stops first. A main batch that failed (a record its
+merge refused, say) is thus recomputed by both queries when the flow runs again, under
+the spec of that run, and ``read = written + quarantined + dropped + late`` holds after
+any failure and restart.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +40,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamsmith.errors import UserError
 from streamsmith.io.sources.base import SourceKind
 from streamsmith.monitor.progress import (
     CARRIED_REJECTS,
@@ -158,14 +166,95 @@ NEVER = _Never()
 Cover = list[Part] | None | _Never  # None: the main query has not planned it yet
 
 
+class MainQueryBehind(UserError):
+    """A side batch's input was not committed by the flow's main query: the side batch
+    fails, uncommitted, so that it is recomputed with the main query's retry."""
+
+
+def last_commit(checkpoint: Path) -> int | None:
+    """The id of the last batch a query committed (its commit log), None before any."""
+    ids = [int(f.name) for f in (checkpoint / "commits").glob("[0-9]*") if f.name.isdigit()]
+    return max(ids, default=None)
+
+
+def last_planned(checkpoint: Path) -> int | None:
+    """The id of the last batch a query planned (its offset log), None before any."""
+    ids = [int(f.name) for f in (checkpoint / "offsets").glob("[0-9]*") if f.name.isdigit()]
+    return max(ids, default=None)
+
+
+def uncommitted_batch(checkpoint: Path) -> int | None:
+    """The batch a query planned and has not committed (its restart runs it again)."""
+    planned, done = last_planned(checkpoint), last_commit(checkpoint)
+    if planned is None or (done is not None and done >= planned):
+        return None
+    return planned
+
+
+def recomputed_after_main(flow: Path, own: Path) -> str | None:
+    """One line when a side query (checkpoint ``own``) has a batch planned but not
+    committed while its main query (``flow``) has committed all it planned: the main
+    query committed that input (the run stopped between the two commits), and the side
+    query computes it again under the spec it runs with now. A spec change that rejects
+    or drops other records then breaks ``read = written + quarantined + late`` for it;
+    when both have the batch uncommitted, both compute it again alike."""
+    planned = uncommitted_batch(own)
+    if planned is None:
+        return None
+    main_planned, main_done = last_planned(flow), last_commit(flow)
+    if main_planned is None or main_done is None or main_done < main_planned:
+        return None
+    return (
+        f"its batch {planned} is computed again under this spec, after the flow committed "
+        "that input under the last one: if the change rejects or drops other records, "
+        "read = written + quarantined + late will not hold for that batch"
+    )
+
+
+def await_main_commits(
+    flow: Path, batches: Sequence[int], alive: Callable[[], bool], side: str, wait_s: float
+) -> None:
+    """Return once the main query (checkpoint ``flow``) has committed every one of
+    ``batches``; raise :class:`MainQueryBehind` when it stops (``alive`` False) or
+    ``wait_s`` passes first. Commits come in order, so the last one says."""
+    if not batches:
+        return
+    needed = max(batches)
+
+    def check() -> bool | None:
+        done = last_commit(flow)
+        if done is not None and done >= needed:
+            return True
+        return None if alive() else False
+
+    if poll(check, wait_s) is not True:
+        raise MainQueryBehind(
+            f"{side}: the flow's batch {needed} ({flow}) has not committed, so this side "
+            "batch is left uncommitted and is computed again when the flow runs again"
+        )
+
+
+def _always() -> bool:
+    return True
+
+
+def running_here(spark: SparkSession, query_name: str) -> Callable[[], bool]:
+    """Whether the query named ``query_name`` runs in this process now (a restart of it
+    runs under the same name)."""
+    return lambda: any(query.name == query_name for query in spark.streams.active)
+
+
 @dataclass
 class FlowCover:
     """Matches a side query's batches (checkpoint ``own``) to the main query's batches
-    (checkpoint ``flow``) over one file or Kafka source."""
+    (checkpoint ``flow``) over one file or Kafka source; ``alive`` says whether the main
+    query still runs (in this process)."""
 
     kind: SourceKind
     flow: Path
     own: Path
+    alive: Callable[[], bool] = _always
+    wait_s: float = 600.0
     _flow_files: FileSourceLog = field(init=False)
     _own_files: FileSourceLog = field(init=False)
 
@@ -173,29 +262,33 @@ class FlowCover:
         self._flow_files = FileSourceLog(self.flow)
         self._own_files = FileSourceLog(self.own)
 
-    def parts(self, batch_id: int, wait_s: float = 60.0) -> list[Part] | None:
-        """The main query's batches that read side batch ``batch_id``, each with its part;
-        waits up to ``wait_s`` while the main query has not planned them, and is None
-        when it never will in time (or its logs no longer say)."""
-        found = poll(lambda: self._cover(batch_id), wait_s)
+    def parts(self, batch_id: int) -> list[Part] | None:
+        """The main query's batches that read side batch ``batch_id``, each with its part,
+        once the main query has committed them; None when its logs no longer say (it
+        read that input long ago). Raises :class:`MainQueryBehind` when the main query
+        stops, or ``wait_s`` passes, before it has planned and committed them: a side
+        batch never commits what its main query has not."""
+        side = f"side batch {batch_id} of {self.own}"
+
+        def planned() -> Cover | bool:
+            found = self._cover(batch_id)
+            return found if found is not None or self.alive() else False
+
+        found = poll(planned, self.wait_s)
         if isinstance(found, list):
+            await_main_commits(
+                self.flow, [part.batch for part in found], self.alive, side, self.wait_s
+            )
             return found
         if found is NEVER:
             log.warning(
-                "side batch %s of %s: the logs of %s no longer say which batch read its input",
-                batch_id,
-                self.own,
-                self.flow,
+                "%s: the logs of %s no longer say which batch read its input", side, self.flow
             )
-        else:
-            log.warning(
-                "side batch %s of %s: %s has not read its input within %.0f s",
-                batch_id,
-                self.own,
-                self.flow,
-                wait_s,
-            )
-        return None
+            return None
+        raise MainQueryBehind(
+            f"{side}: the flow's query ({self.flow}) has not read its input, so this side "
+            "batch is left uncommitted and is computed again when the flow runs again"
+        )
 
     def watermark_before(self, batch: int) -> int | None:
         """The watermark (µs, None before the first) the main query's batch ``batch``

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -51,6 +52,7 @@ from streamsmith.runtime.flow_batches import (
     FlowCover,
     FlowFacts,
     Part,
+    await_main_commits,
     watermark_before,
 )
 from streamsmith.runtime.polling import poll
@@ -126,6 +128,7 @@ def start_late_stream(
     checkpoint: Path,
     trigger: Trigger,
     flow_checkpoint: Path | None = None,
+    flow_alive: Callable[[], bool] | None = None,
     source: SourceKind | None = None,
     facts: FlowFacts | None = None,
     table_format: TableFormat = "delta",
@@ -147,8 +150,9 @@ def start_late_stream(
     prepare_table(events.sparkSession, path, schema, (BATCH_COLUMN,), table_format)
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.lateness) * 1_000_000)
+    alive = flow_alive or (lambda: True)
     cover = (
-        FlowCover(source, flow_checkpoint, checkpoint)
+        FlowCover(source, flow_checkpoint, checkpoint, alive=alive)
         if source is not None and flow_checkpoint is not None
         else None
     )
@@ -166,7 +170,7 @@ def start_late_stream(
             for part in parts:
                 groups.setdefault(cover.watermark_before(part.batch), []).append(part)
             return dict(groups)
-        found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id)
+        found, watermark = flow_late_watermark(flow_checkpoint, checkpoint, batch_id, alive=alive)
         return {watermark: None} if found else None
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -240,7 +244,11 @@ def _watermark_column(groups: dict[int, list[Part] | None]) -> Column:
 
 
 def flow_late_watermark(
-    flow_checkpoint: Path, own_checkpoint: Path, batch_id: int, wait_s: float = 60.0
+    flow_checkpoint: Path,
+    own_checkpoint: Path,
+    batch_id: int,
+    wait_s: float = 60.0,
+    alive: Callable[[], bool] = lambda: True,
 ) -> tuple[bool, int | None]:
     """Whether the flow's query read this batch's input, and the watermark (µs, None
     before the first) it drops that input's late events with; for flows reading several
@@ -252,7 +260,9 @@ def flow_late_watermark(
     the flow query's offset log: find its batch that read up to the same source offsets
     as this batch (the first one: no-data batches repeat the offsets) and take the
     watermark of the batch before it. Waits up to ``wait_s`` for the flow's query to plan
-    that batch; not found when the two queries cut the input differently.
+    that batch; not found when the two queries cut the input differently. A batch found
+    is waited for until the flow's query commits it (``alive``: while it runs), as
+    :meth:`FlowCover.parts` does.
     """
     own = offset_log_entry(own_checkpoint / "offsets" / str(batch_id))
     if own is None:
@@ -275,6 +285,8 @@ def flow_late_watermark(
             flow_checkpoint,
         )
         return False, None
+    side = f"late batch {batch_id} of {own_checkpoint}"
+    await_main_commits(flow_checkpoint, [match], alive, side, wait_s=600.0)
     return True, watermark_before(flow_checkpoint, match)
 
 

@@ -32,7 +32,13 @@ from streamsmith.io.sources.base import SourceKind
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.app import EventTime
 from streamsmith.runtime.clean_input import can_skip_clean_input, start_quarantine_stream
-from streamsmith.runtime.flow_batches import FlowCover, FlowFacts
+from streamsmith.runtime.flow_batches import (
+    FlowCover,
+    FlowFacts,
+    recomputed_after_main,
+    running_here,
+    uncommitted_batch,
+)
 from streamsmith.runtime.late import BATCH_COLUMN, start_late_stream
 from streamsmith.transforms.quarantine import POSITION, QUARANTINE_PARTITION_BY, SOURCE_FILE
 
@@ -72,6 +78,27 @@ class _SideSink(LakeBackedSink):
         return f"streamsmith:{self.context.app}:{query.name}"
 
 
+def side_notes(sink: object, checkpoint: Path) -> list[str]:
+    """What ``check-upgrade`` and ``run`` say of a side query (checkpoint ``checkpoint``)
+    whose counts may not reconcile with its flow's: a batch it computes again after the
+    flow committed it, or batches it does not line up with the flow's."""
+    if not isinstance(sink, _SideSink):
+        return []
+    notes = []
+    again = recomputed_after_main(sink.main.checkpoint, checkpoint)
+    if again is not None:
+        notes.append(again)
+    pending = uncommitted_batch(checkpoint)
+    if pending is not None and isinstance(sink, QuarantineSink) and not sink.follows_main:
+        notes.append(
+            f"its batch {pending} is computed again on its own, not lined up with the "
+            "flow's (several sources, or a Parquet quarantine kept by Spark's file sink): "
+            "if the spec changed which records are rejected, read = written + quarantined "
+            "may not hold for it"
+        )
+    return notes
+
+
 class QuarantineSink(_SideSink):
     """Rejected rows with their raw payload and reason, partitioned by reason's date."""
 
@@ -82,15 +109,23 @@ class QuarantineSink(_SideSink):
     def partition_by(self) -> tuple[str, ...]:
         return QUARANTINE_PARTITION_BY
 
+    @property
+    def follows_main(self) -> bool:
+        """Whether each batch waits for the flow's main query to commit its input
+        (``FlowCover.parts``); else Spark's file sink writes it on its own schedule."""
+        main = self.main
+        return (
+            main.source is not None
+            and main.prepared
+            and can_skip_clean_input(self.lake_path, self.table_format, single_input=True)
+        )
+
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Skipping what the flow's main query found clean where it can tell
         (``streamsmith.runtime.clean_input``), else Spark's file sink."""
         main = self.main
         table_format = self.table_format
-        skips = main.prepared and can_skip_clean_input(
-            self.lake_path, table_format, single_input=main.source is not None
-        )
-        if main.source is not None and skips:
+        if self.follows_main and main.source is not None:
             return start_quarantine_stream(
                 frame,
                 name=query.name,
@@ -98,7 +133,12 @@ class QuarantineSink(_SideSink):
                 checkpoint=query.checkpoint,
                 trigger=query.trigger,
                 partition_by=self.partition_by,
-                cover=FlowCover(main.source, main.checkpoint, query.checkpoint),
+                cover=FlowCover(
+                    main.source,
+                    main.checkpoint,
+                    query.checkpoint,
+                    alive=running_here(spark, main.spark_name),
+                ),
                 facts=FlowFacts(spark, main.spark_name),
                 table_format=table_format,
                 app_id=self.app_id(query),
@@ -145,6 +185,7 @@ class LateEventsSink(_SideSink):
             checkpoint=query.checkpoint,
             trigger=query.trigger,
             flow_checkpoint=self.main.checkpoint,
+            flow_alive=running_here(spark, self.main.spark_name),
             source=source,
             facts=FlowFacts(spark, self.main.spark_name) if source else None,
             table_format=self.table_format,

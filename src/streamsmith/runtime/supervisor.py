@@ -47,9 +47,11 @@ from streamsmith.monitor.progress import (
 )
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.describe import graph_edges
+from streamsmith.runtime.flow_batches import MainQueryBehind
 from streamsmith.runtime.input_archive import ARCHIVE_EVERY_S, archive_inputs
 from streamsmith.runtime.plan import FlowPlan, Output, Plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
+from streamsmith.runtime.side_sinks import side_notes
 from streamsmith.runtime.start import (
     Started,
     prepare_flows,
@@ -269,6 +271,8 @@ class Supervisor:
                     self._failed(slot, refused, retry=False)  # the same batch would fail again
                 elif damaged is not None:  # so would a damaged file
                     self._failed(slot, _damaged_file(slot.flow, *damaged), retry=False)
+                elif MainQueryBehind.__name__ in error_text(exception):
+                    self._wait_for_main(slot)
                 elif not self._schema_changed(slot, exception):
                     self._failed(slot, _message(exception))
             elif not query.isActive:
@@ -355,6 +359,22 @@ class Supervisor:
         slot.state = "restarting"
         slot.restart_at = time.monotonic()
         return True
+
+    def _wait_for_main(self, slot: Supervised) -> None:
+        """A side query stopped before committing a batch its main query had not
+        committed (``flow_batches.MainQueryBehind``): no failure of its own; it starts
+        again after the backoff, with the main query's restart, and runs that batch then.
+        """
+        self.monitor.record(
+            {
+                "event": "side_waits",
+                "query": slot.output.spark_name,
+                "message": "its flow's main query has not committed the batch; starting again",
+            }
+        )
+        slot.query = None
+        slot.state = "restarting"
+        slot.restart_at = time.monotonic() + parse_duration(self.spec.backoff)
 
     def _failed(self, slot: Supervised, message: str, *, retry: bool = True) -> None:
         """Count one failed attempt; give the query up when ``retry`` is False (the same
@@ -447,6 +467,9 @@ def supervise(spark: SparkSession, plan: Plan, stop: threading.Event | None = No
     started = {"event": "run_started", **run, "graph": graph}
     monitor.record({**started, "message": f"{len(supervisor.slots)} queries"})
     error: str | None = None
+    for output in plan.outputs:  # what check-upgrade notes, said before the run
+        for note in side_notes(output.sink, output.checkpoint):
+            log.warning("%s: %s", output.spark_name, note)
     try:
         supervisor.start_all()
         while supervisor.step():

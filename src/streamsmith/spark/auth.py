@@ -1,8 +1,9 @@
 """Secrets that let only this user into the Spark servers streamsmith starts on loopback.
 
 Loopback keeps other machines out, not other users of this machine. The standalone
-cluster (``cluster start``) and the JDBC server (``run --sql-port``, ``sql-server``) each
-get a fresh secret when they start, written to a file only this user can read, under a
+cluster (``cluster start``), the JDBC server (``run --sql-port``, ``sql-server``) and the
+Kafka broker (``broker start``: ``streamsmith.io.kafka.login``) each get a secret when
+they start, written to a file only this user can read, under a
 folder only this user can enter: ``<cache>/secrets/<kind>/<host>-<port>``. A client of the
 same user finds it by the server's address; the secret never goes on a command line,
 which every local user can read in ``/proc``.
@@ -21,6 +22,7 @@ from streamsmith.spark.jars import cache_dir
 
 CLUSTER = "cluster"
 SQL_SERVER = "sql-server"
+BROKER = "broker"  # the Kafka broker streamsmith starts (``streamsmith.io.kafka.login``)
 DRIVER = "driver"  # the secrets of a spec's spark.conf, for one driver JVM's start
 
 

@@ -11,6 +11,13 @@ one broker at a time.
 Settings are those of a single-node development cluster: replication factor 1 for the
 internal topics, few partitions for them (a fast first consumer group), and no delay
 before the first rebalance.
+
+It authenticates by default: its one listener, and its controller's, take SASL/PLAIN
+only, for the user ``streamsmith`` with a secret in a 0600 file that streamsmith's own
+clients find by the broker's address (``streamsmith.io.kafka.login``), and for the
+``sasl_users`` given. No plain listener stays open beside it: any local user could
+otherwise create topics and produce records. ``auth=False`` (the test suite's shared
+broker) listens PLAINTEXT, as a broker of a developer's own would.
 """
 
 from __future__ import annotations
@@ -25,10 +32,20 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from streamsmith.io.kafka.login import (
+    MECHANISM,
+    PROTOCOL,
+    USER,
+    forget_server_secret,
+    jaas_config,
+    librdkafka_login,
+    server_secret,
+)
 from streamsmith.object_store import local_side
 from streamsmith.processes import alive, answers, free_port, runs_command
 from streamsmith.spark import jars, jvm_archive
@@ -61,7 +78,7 @@ class EmbeddedBroker:
     process: subprocess.Popen[bytes]
     port: int
     home: Path
-    sasl_port: int | None = None  # a SASL_PLAINTEXT (PLAIN) listener, when users were given
+    sasl_port: int | None = None  # its SASL_PLAINTEXT (PLAIN) listener's: ``port`` or None
 
     @property
     def bootstrap(self) -> str:
@@ -69,9 +86,9 @@ class EmbeddedBroker:
 
     @property
     def sasl_bootstrap(self) -> str:
-        """The SASL/PLAIN listener's address (``start_broker(..., sasl_users=...)``)."""
+        """The SASL/PLAIN listener's address (the broker's own, unless ``auth=False``)."""
         if self.sasl_port is None:
-            raise BrokerError("this broker was started without SASL users")
+            raise BrokerError("this broker was started without authentication (auth=False)")
         return f"127.0.0.1:{self.sasl_port}"
 
     @property
@@ -87,7 +104,7 @@ class EmbeddedBroker:
     ) -> None:
         """Create a topic (``config``: topic settings such as ``cleanup.policy``) and wait
         until it is usable; an existing topic is an error."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(librdkafka_login({"bootstrap.servers": self.bootstrap}))
         topic = NewTopic(name, num_partitions=partitions, config=dict(config or {}))
         try:
             admin.create_topics([topic])[name].result(timeout=timeout_s)
@@ -124,23 +141,29 @@ def start_broker(
     *,
     detach: bool = False,
     sasl_users: Mapping[str, str] | None = None,
+    auth: bool = True,
 ) -> EmbeddedBroker:
     """Start a Kafka node on ``127.0.0.1:port`` (a free port by default) with its data in
     ``home`` and wait until it answers.
 
     A ``home`` that held a broker before keeps its topics; on it, ``port=None`` takes the
     port it had. ``detach`` starts it in its own session, so it outlives the command that
-    started it (``streamsmith broker start``). ``sasl_users`` (name: password) adds a
-    second listener, SASL_PLAINTEXT with the PLAIN mechanism, that only they may use.
+    started it (``streamsmith broker start``). Its listener takes SASL/PLAIN only
+    (SASL_PLAINTEXT), for streamsmith's own clients and the ``sasl_users`` (name:
+    password) given; ``auth=False`` without users listens PLAINTEXT instead.
     """
     home.mkdir(parents=True, exist_ok=True)
     port = port or _previous_port(home) or free_port()
     controller = free_port()
-    sasl_port = free_port() if sasl_users else None
+    address = f"127.0.0.1:{port}"
+    users = dict(sasl_users or {})
+    if auth:
+        users[USER] = server_secret(address)
+    else:
+        forget_server_secret(address)  # our clients must not log in to a plain listener
+    sasl_port = port if users else None
     properties = home / PROPERTIES
-    settings = _server_properties(home, port, controller)
-    if sasl_users and sasl_port:
-        settings = _with_sasl_listener(settings, sasl_port, sasl_users)
+    settings = _server_properties(home, port, controller, users)
     properties.unlink(missing_ok=True)  # it may hold passwords: never readable by others
     descriptor = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
@@ -162,7 +185,7 @@ def start_broker(
         # The port first: librdkafka would log every refused connection to stderr.
         if answers(port):
             try:
-                AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=2)
+                AdminClient(_admin_conf(broker, users)).list_topics(timeout=2)
             except KafkaException:
                 continue
             return broker
@@ -197,16 +220,30 @@ def _format_storage(home: Path, properties: Path) -> None:
         )
 
 
-def _server_properties(home: Path, port: int, controller: int) -> str:
+def _admin_conf(broker: EmbeddedBroker, users: Mapping[str, str]) -> dict[str, Any]:
+    """How the start checks that the broker answers: as streamsmith's clients log in, or
+    as the one SASL user given (``auth=False`` with ``sasl_users``)."""
+    conf = librdkafka_login({"bootstrap.servers": broker.bootstrap})
+    if users and "security.protocol" not in conf:
+        name, secret = next(iter(users.items()))
+        conf |= {"security.protocol": PROTOCOL, "sasl.mechanism": MECHANISM,
+                 "sasl.username": name, "sasl.password": secret}  # fmt: skip
+    return conf
+
+
+def _server_properties(home: Path, port: int, controller: int, users: Mapping[str, str]) -> str:
+    """A single node's settings: PLAINTEXT without ``users``; with them, SASL/PLAIN on
+    the listener and the controller's, and no plain listener at all."""
+    protocol = PROTOCOL if users else "PLAINTEXT"
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"{protocol}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"{protocol}://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": protocol,
+        "listener.security.protocol.map": f"CONTROLLER:{protocol},{protocol}:{protocol}",
         "log.dirs": str(home / "data"),
         "num.partitions": "1",
         "offsets.topic.replication.factor": "1",
@@ -220,27 +257,21 @@ def _server_properties(home: Path, port: int, controller: int) -> str:
         # The log cleaner compacts topics with cleanup.policy=compact soon after writes.
         "log.cleaner.backoff.ms": "1000",
     }
+    if users:
+        # The node logs in to itself (broker to controller, broker to broker) as the
+        # first user: streamsmith's own, unless auth=False.
+        name, secret = list(users.items())[-1]
+        accounts = " ".join(f'user_{user}="{password}"' for user, password in users.items())
+        jaas = jaas_config(name, secret).rstrip(";") + f" {accounts};"
+        settings |= {
+            "sasl.enabled.mechanisms": MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": MECHANISM,
+            "sasl.mechanism.controller.protocol": MECHANISM,
+            "listener.name.controller.sasl.enabled.mechanisms": MECHANISM,
+            f"listener.name.{PROTOCOL.lower()}.plain.sasl.jaas.config": jaas,
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
+        }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
-
-
-def _with_sasl_listener(settings: str, port: int, users: Mapping[str, str]) -> str:
-    """``settings`` with a SASL_PLAINTEXT listener on ``port`` for ``users`` (PLAIN)."""
-    listener = f"SASL_PLAINTEXT://127.0.0.1:{port}"
-    accounts = " ".join(f'user_{name}="{secret}"' for name, secret in users.items())
-    jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {accounts};"
-    lines = []
-    for line in settings.splitlines():
-        key, _, value = line.partition("=")
-        if key in ("listeners", "advertised.listeners"):
-            value = f"{value},{listener}"
-        elif key == "listener.security.protocol.map":
-            value = f"{value},SASL_PLAINTEXT:SASL_PLAINTEXT"
-        lines.append(f"{key}={value}")
-    lines += [
-        "sasl.enabled.mechanisms=PLAIN",
-        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
-    ]
-    return "".join(f"{line}\n" for line in lines)
 
 
 def _previous_port(home: Path) -> int | None:
@@ -249,7 +280,9 @@ def _previous_port(home: Path) -> int | None:
         return None
     for line in properties.read_text(encoding="utf-8").splitlines():
         if line.startswith("advertised.listeners="):
-            plain = line.split("=", 1)[1].split(",")[0]  # PLAINTEXT://127.0.0.1:PORT
+            plain = line.split("=", 1)[1].split(",")[
+                0
+            ]  # PLAINTEXT:// or SASL_PLAINTEXT://127.0.0.1:PORT
             return int(plain.rsplit(":", 1)[1])
     return None
 
@@ -285,7 +318,9 @@ def broker_daemon_port(home: Path) -> int | None:
         return None
     port = int(_daemon_state(home)["port"])  # type: ignore[index]
     try:
-        AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=5)
+        AdminClient(librdkafka_login({"bootstrap.servers": f"127.0.0.1:{port}"})).list_topics(
+            timeout=5
+        )
     except KafkaException:
         return None
     return port

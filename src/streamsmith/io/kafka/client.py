@@ -21,6 +21,7 @@ from typing import Any, Literal
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.kafka.offsets import Offsets, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class Subscription:
 
 
 def consumer_config(kafka_conf: Mapping[str, str], **overrides: Any) -> dict[str, Any]:
-    """librdkafka settings for a consumer that never joins a group or commits offsets."""
+    """librdkafka settings for a consumer that never joins a group or commits offsets
+    (logged in to streamsmith's own broker: ``streamsmith.io.kafka.login``)."""
     conf: dict[str, Any] = {
         "group.id": f"streamsmith-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
@@ -64,7 +66,7 @@ def consumer_config(kafka_conf: Mapping[str, str], **overrides: Any) -> dict[str
     }
     conf.update(kafka_conf)
     conf.update(overrides)
-    return conf
+    return librdkafka_login(conf)
 
 
 class BrokerMetadata:
@@ -180,7 +182,7 @@ def ensure_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 
     """Create ``name`` unless it exists; True when it was created."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(librdkafka_login({"bootstrap.servers": bootstrap}))
     future = admin.create_topics([NewTopic(name, num_partitions=partitions)])[name]
     try:
         future.result(timeout=timeout_s)

@@ -27,6 +27,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from streamsmith.io.kafka.login import librdkafka_login
 from streamsmith.io.kafka.options import SINK_OPTIONS, unknown_options
 
 _KNOWN_COLUMNS = {"key", "value", "topic", "partition", "headers"}
@@ -95,7 +96,7 @@ def producer_config(kafka_conf: Mapping[str, str]) -> dict[str, Any]:
         "delivery.timeout.ms": 120000,
     }
     conf.update(kafka_conf)
-    return conf
+    return librdkafka_login(conf)
 
 
 @dataclass

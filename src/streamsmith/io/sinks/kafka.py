@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import ConfValue, SourceSpec
 from streamsmith.errors import UserError
+from streamsmith.io.kafka.login import jvm_login
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sinks.base import (
     ALL_MODES,
@@ -151,6 +152,8 @@ class KafkaTopicSink(Sink):
             .option("checkpointLocation", str(query.checkpoint))
             .trigger(**query.trigger.spark_kwargs())
         )
+        if spark_connector:
+            settings = jvm_login(settings)
         if spark_connector or query.output_mode == "append":
             return writer.format(fmt).options(**settings).start()
 

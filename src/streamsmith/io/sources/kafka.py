@@ -14,6 +14,7 @@ from pyspark.sql.types import StructField, StructType
 
 from streamsmith.config import ConfValue, SourceSpec, masked_options
 from streamsmith.io.avro_values import raw_bytes
+from streamsmith.io.kafka.login import jvm_login
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sources.base import Source, SourceKind
 from streamsmith.io.value_formats import decode_values
@@ -128,6 +129,7 @@ def read_kafka(
         options = {k: v for k, v in options.items() if not _python_only(k)}
         if "kafka.isolation.level" not in keys:  # as librdkafka, whichever path reads
             options["kafka.isolation.level"] = READ_COMMITTED
+        options.update(jvm_login({k: str(v) for k, v in options.items()}))
     reader = (spark.readStream if streaming else spark.read).format(fmt)
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))

@@ -33,7 +33,7 @@ from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.app import EventTime
 from streamsmith.runtime.clean_input import can_skip_clean_input, start_quarantine_stream
 from streamsmith.runtime.flow_batches import FlowCover, FlowFacts
-from streamsmith.runtime.late import BATCH_COLUMN, start_late_stream
+from streamsmith.runtime.late import BATCH_COLUMN, create_late_table, start_late_stream
 from streamsmith.transforms.quarantine import POSITION, QUARANTINE_PARTITION_BY, SOURCE_FILE
 
 
@@ -129,6 +129,12 @@ class LateEventsSink(_SideSink):
     @property
     def partition_by(self) -> tuple[str, ...]:
         return (BATCH_COLUMN,)
+
+    def create(self, spark: SparkSession, frame: DataFrame, at: Path | None = None) -> bool:
+        """The table, empty, for a run whose late-events query had nothing to do and did
+        not start (``runtime.supervisor``): readers find it as after any run."""
+        create_late_table(frame, at or self.lake_path, self.table_format)
+        return True
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Each event gets the watermark of the flow's batch that read it, when the

@@ -83,6 +83,10 @@ def test_a_first_catch_up_starts_no_late_events_query(
     assert late.columns == ["action", "ts", "windows_dropped", "watermark", "batch_id"]
     assert late.count() == 0
     assert read_table(spark, table_path(root, "action_counts_quarantine")).count() == 2
+    # With nothing new, the next catch-up starts no Spark, late-events query or not.
+    invoke("run", spec_file)
+    ends = [e for e in read_events(root, "actions") if e["event"] == "run_finished"]
+    assert [end.get("nothing_new") for end in ends] == [None, True]
 
     # The next catch-up runs under the watermark: its late-events query starts, and its
     # first batch, which spans both files, records the one late event of the second.

@@ -20,6 +20,7 @@ from streamsmith.runtime.flow_batches import (
     reported_facts,
     watermark_before,
 )
+from streamsmith.runtime.late import late_possible
 from streamsmith.runtime.source_logs import FileSourceLog
 from streamsmith.transforms.events import may_be_late
 
@@ -162,3 +163,20 @@ def test_the_facts_of_batches_before_those_last_asked_for_are_dropped(spark: Spa
     assert sorted(facts._seen) == list(range(40, 100))  # a side query reads on from 40
     assert facts.of([39]) is None  # a replay asking again reads its input itself
     assert facts.of([40]) == {40: Facts(1, None, rejects)}
+
+
+@pytest.mark.parametrize(
+    ("batches", "possible"),
+    [
+        ({}, False),  # nothing read yet
+        ({0: (0, {"logOffset": 0})}, False),  # a first batch: no watermark yet
+        ({0: (0, {"logOffset": 0}), 1: (5_000, {"logOffset": 0})}, False),  # then no data
+        ({0: (0, {"logOffset": 0}), 1: (5_000, {"logOffset": 0}), 2: (5_000, {"logOffset": 1})},
+         True),  # more input under the watermark
+        ({5: (5_000, {"logOffset": 3}), 6: (5_000, {"logOffset": 3})}, True),  # log cut: unsure
+    ],
+)  # fmt: skip
+def test_late_events_are_possible_only_after_input_read_under_a_watermark(
+    tmp_path: Path, batches: dict[int, tuple[int, object]], possible: bool
+) -> None:
+    assert late_possible(offset_log(tmp_path / "flow", batches)) is possible

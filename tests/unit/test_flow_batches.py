@@ -23,6 +23,7 @@ from streamsmith.runtime.flow_batches import (
     reported_facts,
     watermark_before,
 )
+from streamsmith.runtime.late import late_possible
 from streamsmith.runtime.source_logs import FileSourceLog
 from streamsmith.transforms.events import may_be_late
 
@@ -197,3 +198,20 @@ def test_a_side_batch_waits_for_its_flow_to_commit_and_fails_when_it_stops(
     await_main_commits(flow, [2, 3], lambda: False, "side batch 7", wait_s=5)  # committed
     with pytest.raises(MainQueryBehind, match=r"side batch 7: the flow's batch 4 .* has not"):
         await_main_commits(flow, [3, 4], lambda: False, "side batch 7", wait_s=5)
+
+
+@pytest.mark.parametrize(
+    ("batches", "possible"),
+    [
+        ({}, False),  # nothing read yet
+        ({0: (0, {"logOffset": 0})}, False),  # a first batch: no watermark yet
+        ({0: (0, {"logOffset": 0}), 1: (5_000, {"logOffset": 0})}, False),  # then no data
+        ({0: (0, {"logOffset": 0}), 1: (5_000, {"logOffset": 0}), 2: (5_000, {"logOffset": 1})},
+         True),  # more input under the watermark
+        ({5: (5_000, {"logOffset": 3}), 6: (5_000, {"logOffset": 3})}, True),  # log cut: unsure
+    ],
+)  # fmt: skip
+def test_late_events_are_possible_only_after_input_read_under_a_watermark(
+    tmp_path: Path, batches: dict[int, tuple[int, object]], possible: bool
+) -> None:
+    assert late_possible(offset_log(tmp_path / "flow", batches)) is possible

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from streamsmith.io.kafka.offsets import TopicPartition
 from streamsmith.io.kafka.source import KafkaOptionError, parse_options
 from streamsmith.monitor.eventlog import EventLog
 from streamsmith.monitor.lag import processed_files
+from streamsmith.runtime.late import late_possible
 from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.source_logs import kafka_offsets
 
@@ -48,7 +50,7 @@ def nothing_new(plan: Plan) -> str | None:
         return None  # a view whose code reads input only Spark can tell about
     files: set[str] = set()
     partitions: set[TopicPartition] = set()
-    for flow in plan.flows:
+    for flow in map(_without_idle_late, plan.flows):
         batches = [committed_batch(output.checkpoint) for output in flow.outputs]
         if flow.streams or any(batch is None for batch in batches):
             return None
@@ -66,6 +68,15 @@ def nothing_new(plan: Plan) -> str | None:
         f"nothing new: the last committed batches of the {len(plan.outputs)} queries "
         f"read all of their input ({', '.join(inputs) or 'none yet'})"
     )
+
+
+def _without_idle_late(flow: FlowPlan) -> FlowPlan:
+    """``flow`` without its late-events query while no batch of its main query has read
+    input under a watermark: that query may never have started (``runtime.supervisor``),
+    and has nothing to record until the main query reads more."""
+    main = flow.outputs[0].checkpoint
+    idle = [o for o in flow.outputs if o.role == "late" and not late_possible(main)]
+    return replace(flow, outputs=tuple(o for o in flow.outputs if o not in idle)) if idle else flow
 
 
 def _count(number: int, thing: str) -> str:

@@ -119,6 +119,12 @@ class MaxEventTimes:
         return max(seen) if seen else None
 
 
+def create_late_table(events: DataFrame, path: Path, table_format: TableFormat) -> None:
+    """Create the late-events table of ``events`` at ``path``, empty, unless it exists."""
+    schema = late_schema(events.drop(SOURCE_FILE, POSITION).schema)
+    prepare_table(events.sparkSession, path, schema, (BATCH_COLUMN,), table_format)
+
+
 def start_late_stream(
     events: DataFrame,
     rule: EventTime,
@@ -146,8 +152,7 @@ def start_late_stream(
     """
     if source is None:
         events = events.drop(SOURCE_FILE, POSITION)
-    schema = late_schema(events.drop(SOURCE_FILE, POSITION).schema)
-    prepare_table(events.sparkSession, path, schema, (BATCH_COLUMN,), table_format)
+    create_late_table(events, path, table_format)
     max_times = MaxEventTimes(checkpoint / MAX_TIMES_DIR)
     delay_us = int(parse_duration(rule.lateness) * 1_000_000)
     alive = flow_alive or (lambda: True)
@@ -187,7 +192,7 @@ def start_late_stream(
         watched = batch.observe(newest, F.max(F.unix_micros(F.col(rule.column))).alias("us"))
         dropped = 0
         if known:
-            watermark = _watermark_column(known)
+            watermark = _watermark_column(known, whole=None not in groups)
             late = too_late(watched, rule.column, watermark, rule.window, rule.slide).select(
                 "*", F.timestamp_micros(watermark).alias("watermark")
             )
@@ -228,9 +233,11 @@ def _all_on_time(groups: dict[int, list[Part] | None], facts: FlowFacts, rule: E
     return True
 
 
-def _watermark_column(groups: dict[int, list[Part] | None]) -> Column:
-    """Per event, the watermark (µs) its input was read with: one for all, or per part."""
-    if len(groups) == 1:
+def _watermark_column(groups: dict[int, list[Part] | None], *, whole: bool = True) -> Column:
+    """Per event, the watermark (µs) its input was read with: one for all, or per part;
+    null (nothing late) for input of the flow's batches before its first watermark,
+    which a side batch may span too when it is not ``whole``ly under these watermarks."""
+    if len(groups) == 1 and whole:
         return F.lit(next(iter(groups)))
     column: Column | None = None
     for watermark, parts in groups.items():
@@ -241,6 +248,27 @@ def _watermark_column(groups: dict[int, list[Part] | None]) -> Column:
         column = F.when(read, watermark) if column is None else column.when(read, watermark)
     assert column is not None
     return column
+
+
+def late_possible(flow_checkpoint: Path) -> bool:
+    """Whether any batch of the flow's query has read input under a watermark: only
+    then can Spark have dropped an event as late. A flow's first catch-up, read in one
+    batch, never has: its late-events query is then not started (``runtime.supervisor``),
+    and one started by a later run skips that input, read before the first watermark
+    (``_watermark_column``). True when the log no longer says (its early batches gone)."""
+    folder = flow_checkpoint / "offsets"
+    batches = sorted(int(f.name) for f in folder.glob("[0-9]*") if f.name.isdigit())
+    entries = {batch: offset_log_entry(folder / str(batch)) for batch in batches}
+    for batch in batches:
+        entry, before = entries[batch], entries.get(batch - 1)
+        if batch == 0:
+            continue
+        if entry is None or before is None:
+            return True  # being written, or its predecessor's log is gone: cannot tell
+        read_input = entry[1] != before[1]
+        if read_input and max(entry[0], before[0]) > 0:
+            return True
+    return False
 
 
 def flow_late_watermark(

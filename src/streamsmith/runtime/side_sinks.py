@@ -11,7 +11,6 @@ an earlier version left a Parquet table: a lake keeps its tables' format).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -39,7 +38,7 @@ from streamsmith.runtime.flow_batches import (
     running_here,
     uncommitted_batch,
 )
-from streamsmith.runtime.late import BATCH_COLUMN, start_late_stream
+from streamsmith.runtime.late import BATCH_COLUMN, create_late_table, start_late_stream
 from streamsmith.transforms.quarantine import POSITION, QUARANTINE_PARTITION_BY, SOURCE_FILE
 
 
@@ -55,8 +54,6 @@ class MainQuery:
     spark_name: str
     source: SourceKind | None
     prepared: bool  # the flow parses its input in a prepare stage that tags rejects
-    # Over files of lines: what gives quarantine rows their line and its number.
-    numbering: Callable[[DataFrame], DataFrame] | None = None
 
 
 class _SideSink(LakeBackedSink):
@@ -142,7 +139,6 @@ class QuarantineSink(_SideSink):
                 facts=FlowFacts(spark, main.spark_name),
                 table_format=table_format,
                 app_id=self.app_id(query),
-                numbering=main.numbering,
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
         return self.start_file_sink(frame, query)  # side queries run in append mode
@@ -169,6 +165,12 @@ class LateEventsSink(_SideSink):
     @property
     def partition_by(self) -> tuple[str, ...]:
         return (BATCH_COLUMN,)
+
+    def create(self, spark: SparkSession, frame: DataFrame, at: Path | None = None) -> bool:
+        """The table, empty, for a run whose late-events query had nothing to do and did
+        not start (``runtime.supervisor``): readers find it as after any run."""
+        create_late_table(frame, at or self.lake_path, self.table_format)
+        return True
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Each event gets the watermark of the flow's batch that read it, when the

@@ -37,6 +37,7 @@ from streamsmith.config import parse_duration
 from streamsmith.errors import UserError
 from streamsmith.io.admission import FileLimits
 from streamsmith.io.decoding import damaged_gzip
+from streamsmith.io.lake_paths import is_table
 from streamsmith.monitor import observed
 from streamsmith.monitor.lag import FileSourceProbe
 from streamsmith.monitor.progress import (
@@ -48,10 +49,12 @@ from streamsmith.monitor.progress import (
 from streamsmith.monitor.recorder import Monitor, first_line, flush_listener_bus
 from streamsmith.runtime.describe import graph_edges
 from streamsmith.runtime.flow_batches import MainQueryBehind
+from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.input_archive import ARCHIVE_EVERY_S, archive_inputs
-from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.late import late_possible
+from streamsmith.runtime.plan import FlowPlan, Output, Plan, is_side_query
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
-from streamsmith.runtime.side_sinks import side_notes
+from streamsmith.runtime.side_sinks import LateEventsSink, side_notes
 from streamsmith.runtime.start import (
     Started,
     prepare_flows,
@@ -116,7 +119,7 @@ class Supervised:
     output: Output
     flow: FlowPlan
     query: StreamingQuery | None = None
-    state: str = "starting"  # waiting, active, restarting, finished, failed, stopped
+    state: str = "starting"  # waiting, deferred, active, restarting, finished, failed, stopped
     failures: int = 0  # in a row, without a completed batch in between
     restart_at: float = 0.0
     batches: int = 0
@@ -185,6 +188,8 @@ class Supervisor:
         for slot in self.slots:
             if slot.flow in self.waiting:
                 slot.state = "waiting"
+            if _defers_late(slot):
+                slot.state = "deferred"
 
     def health(self) -> dict[str, str]:
         """Each query's state, for ``/health``."""
@@ -204,7 +209,9 @@ class Supervisor:
                     self.files_limit[flow.name] = limits.choose(backlog, None)
             # The flows' queries start together (``together``); each flow's in its thread.
             running = [self._running_flow(flow) for flow in flows]
-            outcomes = together([partial(start_flow, self.spark, self.plan, f) for f in running])
+            outcomes = together(
+                [partial(start_flow, self.spark, self.plan, f, self._startable(f)) for f in running]
+            )
             for outcome in outcomes:  # every query that started is tracked, to be stopped
                 if not isinstance(outcome, BaseException):
                     self._track(outcome)
@@ -224,7 +231,34 @@ class Supervisor:
             raise
 
     def _start_flow(self, flow: FlowPlan) -> None:
-        self._track(start_flow(self.spark, self.plan, self._running_flow(flow)))
+        running = self._running_flow(flow)
+        self._track(start_flow(self.spark, self.plan, running, self._startable(running)))
+
+    def _startable(self, flow: FlowPlan) -> list[Output]:
+        """The outputs of ``flow`` to start with it: all but a deferred late-events query."""
+        deferred = [slot.output for slot in self.slots if slot.state == "deferred"]
+        return [output for output in flow.outputs if output not in deferred]
+
+    def _start_deferred(self) -> None:
+        """Start each deferred late-events query whose flow's main query has finished,
+        if one of its batches read input under a watermark; else nothing can have been
+        dropped as late, and the query is done without starting."""
+        for slot in self.slots:
+            if slot.state != "deferred":
+                continue
+            main = next(s for s in self.slots if s.flow is slot.flow and s.output.role == "main")
+            if main.state != "finished":
+                continue
+            if not late_possible(main.output.checkpoint):
+                log.info("%s not started: no batch of %s read input under a watermark",
+                         slot.output.query_name, main.output.query_name)  # fmt: skip
+                if slot.output.path is not None and not is_table(slot.output.path):
+                    frames = flow_frames(self.spark, slot.flow, self.plan.root, streaming=True)
+                    slot.output.sink.create(self.spark, output_frame(frames, slot.output))
+                slot.state = "finished"
+                continue
+            slot.state = "starting"
+            self._start_one(slot, "start")
 
     def _track(self, started: Started) -> None:
         for output, query in started:
@@ -246,12 +280,17 @@ class Supervisor:
         self.monitor.record(
             {"event": "restart", "query": slot.output.spark_name, "attempt": slot.failures}
         )
+        self._start_one(slot, "restart")
+
+    def _start_one(self, slot: Supervised, what: str) -> None:
+        """Start ``slot``'s query alone; failing to is one more failure of it (``what``
+        failed: the message)."""
         try:
             flow = self._running_flow(slot.flow)
             self._track(start_flow(self.spark, self.plan, flow, [slot.output]))
         except Exception as exc:
-            log.warning("restarting %s failed", slot.output.query_name, exc_info=True)
-            self._failed(slot, f"restart failed: {_message(exc)}")
+            log.warning("%s of %s failed", what, slot.output.query_name, exc_info=True)
+            self._failed(slot, f"{what} failed: {_message(exc)}")
 
     def step(self) -> bool:
         """Check every query once; False when the run is over (done or given up)."""
@@ -284,11 +323,14 @@ class Supervisor:
         if any(slot.state == "failed" for slot in self.slots):
             return False
         self._start_ready()
+        self._start_deferred()
         if self.file_limits and now >= self._next_resize_check:
             self._next_resize_check = now + _RESIZE_CHECK_SECONDS
             for flow in self.plan.flows:
                 self._adapt_files(flow)
-        going = any(slot.state in ("active", "restarting", "waiting") for slot in self.slots)
+        going = any(
+            slot.state in ("active", "restarting", "waiting", "deferred") for slot in self.slots
+        )
         if self.archives and (now >= self._next_archive or not going):
             self.archive_inputs()
         return going
@@ -547,6 +589,21 @@ def run_end(report: RunReport, *, stopped: bool, error: str | None = None) -> di
 def failures(report: RunReport) -> str:
     """Every query a run gave up, with its error, on one line."""
     return "; ".join(f"query {outcome.name} failed: {outcome.error}" for outcome in report.failed)
+
+
+def _defers_late(slot: Supervised) -> bool:
+    """Whether ``slot``'s late-events query waits for its flow's main query to finish:
+    in a run that ends, when no batch of the main query has read input under a watermark
+    yet (a flow's first catch-up), so that the query starts only if this run's batches
+    did (``late.late_possible``); its flow reads one source, so a later late-events query
+    tells the input read before the first watermark apart by its lineage."""
+    output, sink = slot.output, slot.output.sink
+    if output.role != "late" or not output.trigger.terminates:
+        return False
+    if not is_side_query(slot.flow, output) or not isinstance(sink, LateEventsSink):
+        return False
+    main = sink.main
+    return main.source is not None and main.prepared and not late_possible(main.checkpoint)
 
 
 def _deferred(plan: Plan, flow: FlowPlan) -> bool:

@@ -111,3 +111,39 @@ def test_run_applies_an_sdp_project_s_auto_cdc_flows_sinks_and_once_flows(
     assert sorted((r["id"], r["op"], r["seq"]) for r in archived) == sorted(events)
     seeds = DeltaTable(str(tmp_path / "storage/tables/seeds")).to_pyarrow_table().to_pylist()
     assert sorted(r["seed"] for r in seeds) == [0, 1]
+
+
+def test_init_sdp_makes_the_project_spark_pipelines_makes_and_it_runs(tmp_path: Path) -> None:
+    folder = tmp_path / "starter"
+    made = streamsmith(tmp_path, "init", "--sdp", "starter")
+    assert made.returncode == 0, made.stderr
+    spec = (folder / "spark-pipeline.yml").read_text()
+    assert "name: starter\n" in spec
+    assert f"storage: file://{folder.resolve()}/pipeline-storage\n" in spec
+    assert "include: transformations/**" in spec
+    assert streamsmith(folder, "init", "--sdp", ".").returncode == 2  # not empty
+
+    shown = streamsmith(folder, "dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "  example_python_materialized_view -> example_sql_materialized_view "
+        "(materialized view, reads view example_python_materialized_view)"
+    ) in shown.stdout
+    ran = streamsmith(folder, "run", "--trigger", "available-now")
+    assert ran.returncode == 0, ran.stderr
+    found = {
+        name: sorted(row["id"] for row in DeltaTable(
+            str(folder / "pipeline-storage/tables" / name)).to_pyarrow_table().to_pylist())
+        for name in ("example_python_materialized_view", "example_sql_materialized_view")
+    }  # fmt: skip
+    assert found == {
+        "example_python_materialized_view": list(range(10)),
+        "example_sql_materialized_view": [0, 2, 4, 6, 8],
+    }
+
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"],
+        cwd=folder, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "2 passed" in tested.stdout

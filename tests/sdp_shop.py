@@ -144,10 +144,12 @@ def deliver(folder: Path, chunk: int) -> None:
     (folder / f"data/orders/part-{chunk}.json").write_text(_lines(ORDERS[chunk]), "utf-8")
 
 
-def expected(chunks: int) -> dict[str, list[tuple[Any, ...]]]:
+def expected(
+    chunks: int, delivered: list[list[dict[str, Any]]] = ORDERS
+) -> dict[str, list[tuple[Any, ...]]]:
     """Every dataset's rows (sorted, columns in the dataset's order) once the first
-    ``chunks`` chunks are in."""
-    orders = [order for chunk in ORDERS[:chunks] for order in chunk]
+    ``chunks`` chunks of ``delivered`` are in."""
+    orders = [order for chunk in delivered[:chunks] for order in chunk]
     silver = [o for o in orders if o["amount"] >= 2]
     names = {c["customer"]: c["name"] for c in CUSTOMERS}
     revenue: dict[str, list[float]] = defaultdict(list)

@@ -34,6 +34,14 @@ _KAFKA_LAYOUT = {
     "README.md": "README.kafka.md",
 }
 SOURCES = {"files": _LAYOUT, "kafka": _KAFKA_LAYOUT}
+# An SDP project: what ``spark-pipelines init`` writes, plus tests and a README.
+_SDP_LAYOUT = {
+    "tests/conftest.py": "conftest.py.tmpl",
+    "tests/test_transformations.py": "test_transformations.py.tmpl",
+    "pyproject.toml": "pyproject.toml",
+    ".gitignore": "gitignore",
+    "README.md": "README.md",
+}
 
 
 def init_project(folder: Path, source: str = "files") -> list[Path]:
@@ -41,11 +49,44 @@ def init_project(folder: Path, source: str = "files") -> list[Path]:
     empty); returns the files written."""
     if source not in SOURCES:
         raise UserError(f"--source {source!r}: choose one of {', '.join(SOURCES)}")
+    _check_empty(folder)
+    return _write(folder, "init", SOURCES[source])
+
+
+def init_sdp_project(folder: Path) -> list[Path]:
+    """Write into ``folder`` (new, or empty) the project ``spark-pipelines init`` makes,
+    from PySpark's own templates so the two stay the same (the spec named after the
+    folder, its storage ``pipeline-storage/`` as a ``file://`` URI), plus tests and a
+    README; returns the files written."""
+    from pyspark.pipelines import init_cli
+
+    _check_empty(folder)
+    storage = (folder / "pipeline-storage").resolve()
+    storage.mkdir(parents=True)
+    spec = init_cli.SPEC.replace("{{ name }}", folder.resolve().name)
+    sdp = {
+        "spark-pipeline.yml": spec.replace("{{ storage_root }}", f"file://{storage}"),
+        "transformations/example_python_materialized_view.py": init_cli.PYTHON_EXAMPLE,
+        "transformations/example_sql_materialized_view.sql": init_cli.SQL_EXAMPLE,
+    }
+    written = []
+    for target, text in sdp.items():
+        path = folder / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written + _write(folder, "init_sdp", _SDP_LAYOUT)
+
+
+def _check_empty(folder: Path) -> None:
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UserError(f"{folder} exists and is not an empty folder: choose a new one")
-    templates = files("streamsmith") / "templates" / "init"
+
+
+def _write(folder: Path, templates_in: str, layout: dict[str, str]) -> list[Path]:
+    templates = files("streamsmith") / "templates" / templates_in
     written = []
-    for target, template in SOURCES[source].items():
+    for target, template in layout.items():
         path = folder / target
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text((templates / template).read_text(encoding="utf-8"), encoding="utf-8")

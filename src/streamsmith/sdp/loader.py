@@ -74,12 +74,7 @@ def load_project(
     first = _settings_only(base, layers, sets, overrides, storage_root)
     if spark is None:
         spark = build_session(first.session_spark, f"streamsmith-{project.name}")
-    for key, value in project.code_settings.items():
-        spark.conf.set(key, value)
-    graph = load_graph(
-        project.files(), project.folder, PipelineSession(spark),
-        catalog=project.catalog, database=project.database,
-    )  # fmt: skip
+    graph = _project_graph(project, spark)
     facts = analyse(graph, spark, first.root)
     frames = GraphFrames(graph, first.root)
     definitions, views, sources, flows = _plan_parts(graph, facts, frames)
@@ -95,6 +90,17 @@ def load_project(
         views=tuple(views),
     )
     return app, spec, LoadedProject(project, graph, facts)
+
+
+def _project_graph(project: SdpProject, spark: SparkSession) -> DeclaredGraph:
+    """The project's files imported with its settings on ``spark`` (its code reads them
+    with ``spark.conf.get``)."""
+    for key, value in project.code_settings.items():
+        spark.conf.set(key, value)
+    return load_graph(
+        project.files(), project.folder, PipelineSession(spark),
+        catalog=project.catalog, database=project.database,
+    )  # fmt: skip
 
 
 _GRAPH_KEYS = ("sources", "flows", "materialized_views")
@@ -286,3 +292,31 @@ def _view_query(frames: GraphFrames, flow: DeclaredFlow) -> Callable[[SparkSessi
 
 def _as_read(frame: DataFrame) -> DataFrame:
     return frame
+
+
+def dataset_frame(
+    spark: SparkSession,
+    spec: Path,
+    dataset: str,
+    inputs: Mapping[str, DataFrame] | None = None,
+) -> DataFrame:
+    """The frame the flow into ``dataset`` of the project ``spec`` computes, the
+    pipeline's datasets it reads given as ``inputs`` (by name): a project's tests run its
+    transforms on small DataFrames this way, without storage or a query.
+
+    >>> dataset_frame(spark, Path("spark-pipeline.yml"), "evens", {"numbers": numbers})
+    """
+    project = read_project(spec)
+    graph = _project_graph(project, spark)
+    flows = graph.flows_into(dataset)
+    if len(flows) != 1:
+        raise UserError(f"{spec}: {dataset!r} is written by {len(flows)} flows, not one")
+    given = dict(inputs or {})
+
+    def stand_in(name: str, streaming: bool) -> DataFrame:
+        if name not in given:
+            raise UserError(f"{flows[0].where}: reads {name!r}: pass it in inputs")
+        return given[name]
+
+    absent = Path(spec).resolve().parent / ".no-storage"  # stand_in answers every read
+    return GraphFrames(graph, absent).frame(spark, flows[0], stand_in=stand_in)

@@ -49,6 +49,7 @@ from streamsmith.io.postgres.sink import servable
 from streamsmith.io.schema_store import latest
 from streamsmith.io.schema_store import record as record_version
 from streamsmith.runtime.app import App, EventTime
+from streamsmith.runtime.flow_batches import MainQueryBehind
 from streamsmith.runtime.frames import FlowFrames, flow_frames, output_frame
 from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text
@@ -284,6 +285,7 @@ class ChunkRunner:
         self._send(self.sent, chunk)
         self.sent += 1
         index = 0
+        waits = 0
         while index < len(self.queries):
             output, query = self.queries[index]
             try:
@@ -291,6 +293,14 @@ class ChunkRunner:
             except StreamingQueryException as exc:
                 flow = next(flow for flow in self.plan.flows if output in flow.outputs)
                 error = error_text(exc)
+                if MainQueryBehind.__name__ in error and waits < len(self.queries):
+                    # A side query stopped, uncommitted, at a batch its main query had
+                    # not committed (the main query stopped at a new field): started
+                    # again, as the supervisor does, it runs that batch now.
+                    waits += 1
+                    ((_, restarted),) = start_flow(self.spark, self.plan, flow, [output])
+                    self.queries[index] = (output, restarted)
+                    continue
                 if flow.schema_store is None or add_new_fields(flow.schema_store, error) is None:
                     raise
                 ((_, restarted),) = start_flow(self.spark, self.plan, flow, [output])

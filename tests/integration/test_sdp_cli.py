@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from crashing import batch_ids, kill_mid_batch, spawn
 from deltalake import DeltaTable
 
@@ -151,6 +152,7 @@ def test_init_sdp_makes_the_project_spark_pipelines_makes_and_it_runs(tmp_path: 
     assert "2 passed" in tested.stdout
 
 
+@pytest.mark.deep  # six CLI runs and a kill: `make test` keeps the two catch-ups above
 def test_four_chunks_then_a_sigkill_mid_run_in_an_unchanged_sdp_project(tmp_path: Path) -> None:
     """Issue 51's acceptance: Python and SQL files, streaming tables, a materialized view
     with a join, a temporary view, an append-flow target fed by two flows and AUTO CDC

@@ -141,6 +141,9 @@ def check_target(target: PostgresTarget, schema: StructType) -> None:
         )
 
 
+_SETUP_LOCK = 0x53_54_52_4D  # the advisory lock sink setups take turns on
+
+
 def setup_target(target: PostgresTarget, schema: StructType) -> None:
     """Create the table (key as primary key) and the ledger if missing; check an existing
     table has every output column and a unique key, so the first batch cannot fail on
@@ -155,6 +158,10 @@ def setup_target(target: PostgresTarget, schema: StructType) -> None:
             sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, target.key)))
         )
     with _connect(target) as conn:
+        # A run starts its queries together: two sinks creating the schema or the ledger
+        # at once would race (CREATE ... IF NOT EXISTS is not safe under concurrency in
+        # PostgreSQL: a duplicate key in pg_type), so setups take turns until commit.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
         schema_found = conn.execute(
             "SELECT 1 FROM pg_namespace WHERE nspname = %s", (target.schema,)
         ).fetchone()

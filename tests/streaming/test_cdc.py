@@ -142,3 +142,97 @@ def test_a_cdc_flow_needs_a_delta_sink_in_append_mode(tmp_path: Path) -> None:
         app, spec = load_pipeline(spec_file, sets=sets)
         with pytest.raises(UserError, match=message):
             build_plan(app, spec, Trigger("available-now"))
+
+
+def sink_rules(spec_file: Path, flow_name: str, events: Any, sets: tuple[str, ...]) -> Any:
+    """The rules of flow ``flow_name`` of the spec (with ``sets``) over ``events``."""
+    app, spec = load_pipeline(spec_file, sets=sets)
+    plan = build_plan(app, spec, Trigger("available-now"))
+    (flow,) = [flow for flow in plan.flows if flow.name == flow_name]
+    return flow.outputs[0].sink.change_rules(events)  # type: ignore[attr-defined]
+
+
+def events_frame(spark: SparkSession, events: list[tuple[Any, ...]]) -> Any:
+    """(id, name, tier, balance, op, seq) rows as the spec's change events."""
+    return spark.createDataFrame([(*e, None) for e in events], SPEC["sources"]["changes"]["schema"])
+
+
+def test_ignore_null_updates_keeps_the_keys_values_for_null_columns_late_events_included(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    first = [
+        (1, "Ann", "gold", 10, "upsert", 1),
+        (1, None, "silver", None, "upsert", 3),  # name and balance kept from seq 1
+        (2, "Bob", "gold", 5, "upsert", 1),
+        (2, None, None, None, "delete", 2),
+        (2, None, "bronze", 7, "upsert", 4),  # after the delete: nothing to keep
+    ]
+    late = [
+        (1, None, None, 20, "upsert", 2),  # balance 20 from seq 2 on: seq 3 keeps it
+        (2, "Bo", None, None, "upsert", 3),  # after the delete, before seq 4: its name stays
+    ]
+    spec_file = project(tmp_path)
+    ignoring = ("ignore_null_updates=true",)
+    tables = {}
+    for flow_name in ("customers", "customer_history"):
+        path = tmp_path / flow_name
+        rules = sink_rules(
+            spec_file, flow_name, events_frame(spark, first),
+            tuple(f"flows.{flow_name}.cdc.{s}" for s in ignoring),
+        )  # fmt: skip
+        assert rules.ignore_null_updates
+        cdc.create_tables(spark, path, events_frame(spark, first), rules)
+        for batch_id, batch in enumerate((first, late)):
+            cdc.apply_changes(events_frame(spark, batch), path, rules, "t", batch_id, "test")
+            tables[flow_name, batch_id] = rows(spark, path)
+    # (id, name, tier, balance, seq, __SEQUENCE)
+    assert tables["customers", 0] == {(1, "Ann", "silver", 10, 3, 3), (2, None, "bronze", 7, 4, 4)}
+    assert tables["customers", 1] == {(1, "Ann", "silver", 20, 3, 3), (2, "Bo", "bronze", 7, 4, 4)}
+    # (id, name, tier, balance, seq, __START_AT, __END_AT); name and tier tracked
+    assert tables["customer_history", 1] == {
+        (1, "Ann", "gold", 20, 2, 1, 3),  # seq 2's balance updated the version in place
+        (1, "Ann", "silver", 20, 3, 3, None),
+        (2, "Bob", "gold", 5, 1, 1, 2),
+        (2, "Bo", None, None, 3, 3, 4),
+        (2, "Bo", "bronze", 7, 4, 4, None),
+    }
+
+
+@pytest.mark.parametrize("ignoring_nulls", [False, True])
+def test_apply_as_truncates_empties_the_table_at_its_sequence_late_events_included(
+    spark: SparkSession, tmp_path: Path, ignoring_nulls: bool
+) -> None:
+    batches = [
+        [
+            (1, "Ann", "gold", 10, "upsert", 1),
+            (2, "Bob", "gold", 5, "upsert", 2),
+            (0, None, None, None, "truncate", 3),
+            (3, "Cy", "gold", 1, "upsert", 4),
+        ],
+        [
+            (1, "Ann", "silver", 11, "upsert", 2),  # late, before the truncation: gone
+            (2, "Bob", "silver", 6, "upsert", 5),
+        ],
+        [
+            (4, "Di", "gold", 2, "upsert", 7),
+            (9, None, None, None, "truncate", 6),  # a later truncation, with a later change
+        ],
+    ]
+    spec_file = project(tmp_path)
+    sets = ("flows.customers.cdc.apply_as_truncates=op = 'truncate'",)
+    if ignoring_nulls:  # the table recomputed from its change log: the same answers
+        sets += ("flows.customers.cdc.ignore_null_updates=true",)
+    rules = sink_rules(spec_file, "customers", events_frame(spark, batches[0]), sets)
+    path = tmp_path / "customers"
+    cdc.create_tables(spark, path, events_frame(spark, batches[0]), rules)
+    found = []
+    for batch_id, batch in enumerate(batches):
+        cdc.apply_changes(events_frame(spark, batch), path, rules, "t", batch_id, "test")
+        found.append(rows(spark, path))
+    assert found == [
+        {(3, "Cy", "gold", 1, 4, 4)},
+        {(3, "Cy", "gold", 1, 4, 4), (2, "Bob", "silver", 6, 5, 5)},
+        {(4, "Di", "gold", 2, 7, 7)},
+    ]
+    kept = spark.read.format("delta").load(str(path / cdc.TRUNCATES)).collect()
+    assert [tuple(row) for row in kept] == [(6,)]

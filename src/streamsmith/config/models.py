@@ -561,7 +561,10 @@ class CdcSpec(StrictModel):
     per key; ``scd_type: 2`` keeps every version of it, with ``__START_AT`` and
     ``__END_AT``: a change in ``track_history_columns`` (by default every column but the
     keys, the except columns and the sequence column) opens a version, a change in the
-    other columns updates the current one in place. See docs/how-to/change-data-capture.md.
+    other columns updates the current one in place. ``ignore_null_updates: true`` makes an
+    update's null columns keep the key's values (a partial update); ``apply_as_truncates``
+    (a SQL boolean, ``scd_type: 1`` only) marks the events that empty the table. See
+    docs/how-to/change-data-capture.md.
     """
 
     keys: tuple[str, ...] = Field(min_length=1, description="the columns that identify a row")
@@ -583,6 +586,16 @@ class CdcSpec(StrictModel):
         "but keys, except_columns and the sequence column)",
     )
 
+    ignore_null_updates: bool = Field(
+        default=False,
+        description="true: an update's null columns keep the key's values before it",
+    )
+    apply_as_truncates: str | None = Field(
+        default=None,
+        description="scd_type 1: a SQL boolean, true for an event that truncates the table "
+        "(every change up to its sequence is gone)",
+    )
+
     @model_validator(mode="after")
     def _columns_are_consistent(self) -> CdcSpec:
         for name, columns in (("keys", self.keys), ("except_columns", self.except_columns)):
@@ -591,6 +604,10 @@ class CdcSpec(StrictModel):
         both = sorted(set(self.keys) & set(self.except_columns))
         if both:
             raise ValueError(f"cdc.except_columns leaves out key column(s) {', '.join(both)}")
+        if self.apply_as_truncates is not None and self.scd_type != 1:
+            raise ValueError(
+                "cdc.apply_as_truncates is for scd_type: 1 (a history is not truncated)"
+            )
         tracked = self.track_history_columns
         if tracked is not None:
             if self.scd_type != 2:

@@ -10,11 +10,16 @@ the table):
 - type 1: ``_cdc_tombstones``, the keys whose latest change is a delete, with its
   sequence, so that an update older than the delete, arriving after it, does not bring
   the key back. A tombstone goes when a later update of its key arrives.
-- type 2: ``_cdc_changes``, every change (one per key and sequence), so that a late
-  change is placed in its key's history exactly as a backfill over all the changes
-  places it: the touched keys' versions are recomputed from their changes.
+- type 2, and type 1 with ``ignore_null_updates``: ``_cdc_changes``, every change (one
+  per key and sequence), so that a late change is placed in its key's history exactly as
+  a backfill over all the changes places it: the touched keys' versions (or rows) are
+  recomputed from their changes (an update's nulls filled from the changes before it).
+- with ``apply_as_truncates`` (type 1): ``_cdc_truncates``, one row, the sequence of the
+  latest truncation: a row or change at or before it is gone, and one arriving late is
+  not applied.
 
-Each batch makes one commit to each table, both carrying Delta's idempotent-write marks
+Each batch makes one commit to each table (none to ``_cdc_truncates`` unless it
+truncates), both carrying Delta's idempotent-write marks
 (the query as ``txnAppId``, the batch id as ``txnVersion``). Each commit's effect is the
 same whether the other was made before it or not, so a batch replayed after a crash
 between them (or after both, before the checkpoint's commit) makes the one missing, or
@@ -23,8 +28,10 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,21 +48,29 @@ from streamsmith.transforms.cdc import (
     TIE,
     ChangeRules,
     changes,
+    fill_null_updates,
     history,
     latest_changes,
     one_per_sequence,
     table_schema,
     tie_break,
+    truncations,
 )
 
 TOMBSTONES = "_cdc_tombstones"
 CHANGE_LOG = "_cdc_changes"
+TRUNCATES = "_cdc_truncates"
 _ACTION = "__ACTION"
 
 
 def state_path(path: Path, rules: ChangeRules) -> Path:
-    """Where the table at ``path`` keeps its tombstones (type 1) or change log (type 2)."""
-    return path / (TOMBSTONES if rules.scd_type == 1 else CHANGE_LOG)
+    """Where the table at ``path`` keeps its tombstones (type 1) or change log (type 2,
+    and type 1 with ``ignore_null_updates``)."""
+    return path / (CHANGE_LOG if _logs_changes(rules) else TOMBSTONES)
+
+
+def _logs_changes(rules: ChangeRules) -> bool:
+    return rules.scd_type == 2 or rules.ignore_null_updates
 
 
 def create_tables(
@@ -68,11 +83,13 @@ def create_tables(
     """The table and its state table, typed from the events (a stream or a batch)."""
     typed = changes(events, rules).schema
     delta.create_table(spark, path, table_schema(typed, rules.scd_type), partition_by)
-    if rules.scd_type == 1:
-        state = StructType([typed[name] for name in (*rules.keys, SEQUENCE)])
-    else:
+    if _logs_changes(rules):
         state = typed
+    else:
+        state = StructType([typed[name] for name in (*rules.keys, SEQUENCE)])
     delta.create_table(spark, state_path(path, rules), state)
+    if rules.apply_as_truncates:
+        delta.create_table(spark, path / TRUNCATES, StructType([typed[SEQUENCE]]))
 
 
 def apply_changes(
@@ -81,31 +98,39 @@ def apply_changes(
     """Apply the change events of micro-batch ``batch_id`` to the table at ``path``, once
     per ``(app_id, batch_id)``; a replayed batch is still read (``noop``)."""
     side = state_path(path, rules)
-    done = _applied(path, app_id, batch_id), _applied(side, app_id, batch_id)
+    tables = [path, side, *([path / TRUNCATES] if rules.apply_as_truncates else [])]
+    done = [_applied(table, app_id, batch_id) for table in tables]
     if all(done):
         batch.write.format("noop").mode("overwrite").save()
         return
     session = batch.sparkSession
-    given = one_per_sequence(changes(batch, rules), rules).persist()
+    events = batch.persist() if rules.apply_as_truncates else batch  # read once for both
+    given = one_per_sequence(changes(events, rules), rules).persist()
     try:
         _check_sequences(given, rules, where)
-        if rules.scd_type == 1:
-            latest = latest_changes(given, rules)
-            if not done[0]:
-                with delta.idempotent(session, app_id, batch_id):
-                    _merge_latest(session, path, side, latest, rules)
-            if not done[1]:
-                with delta.idempotent(session, app_id, batch_id):
-                    _merge_tombstones(session, side, latest, rules)
+        cut = _truncation(session, path / TRUNCATES, events, rules)
+        steps: list[Callable[[], None]]
+        if _logs_changes(rules):
+            steps = [
+                lambda: _merge_recomputed(session, path, side, given, rules, cut),
+                lambda: _merge_change_log(session, side, given, rules),
+            ]
         else:
-            if not done[0]:
+            latest = _after(latest_changes(given, rules), cut)
+            steps = [
+                lambda: _merge_latest(session, path, side, latest, rules, cut),
+                lambda: _merge_tombstones(session, side, latest, rules),
+            ]
+        if cut is not None:
+            steps.append(lambda: _record_truncation(session, path / TRUNCATES, cut))
+        for step, applied in zip(steps, done, strict=True):
+            if not applied:
                 with delta.idempotent(session, app_id, batch_id):
-                    _merge_history(session, path, side, given, rules)
-            if not done[1]:
-                with delta.idempotent(session, app_id, batch_id):
-                    _merge_change_log(session, side, given, rules)
+                    step()
     finally:
         given.unpersist()
+        if events is not batch:
+            events.unpersist()
 
 
 def backfill(
@@ -134,6 +159,64 @@ def _check_sequences(given: DataFrame, rules: ChangeRules, where: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Truncation:
+    """The sequence of the table's latest truncation, the batch's included (None: never
+    truncated), and whether the batch's reaches it (so rows up to it may remain)."""
+
+    at: Any
+    by_batch: bool
+
+    def removes(self, sequence: Column) -> Column:
+        return F.lit(False) if self.at is None else sequence <= F.lit(self.at)
+
+
+def _truncation(
+    spark: SparkSession, table: Path, events: DataFrame, rules: ChangeRules
+) -> _Truncation | None:
+    """With ``apply_as_truncates``: where the table is truncated, from the sequence kept
+    in ``table`` and the batch's truncating events (one job); None without it."""
+    if not rules.apply_as_truncates:
+        return None
+    kept = spark.read.format("delta").load(str(table)).withColumn("__BATCH", F.lit(False))
+    given = truncations(events, rules).withColumn("__BATCH", F.lit(True))
+    seq, batch = F.col(SEQUENCE), F.col("__BATCH")
+    row = (
+        kept.unionByName(given)
+        .agg(
+            F.max(seq).alias("at"),
+            F.max(F.when(batch, seq)).alias("batch"),
+            F.max(F.when(~batch, seq)).alias("kept"),
+        )
+        .select("at", (F.col("batch") >= F.coalesce("kept", "batch")).alias("by_batch"))
+        .first()
+    )
+    assert row is not None
+    return _Truncation(row["at"], bool(row["by_batch"]))
+
+
+def _after(frame: DataFrame, cut: _Truncation | None) -> DataFrame:
+    """The changes of ``frame`` after the truncation (all of them without one)."""
+    return frame if cut is None else frame.where(~cut.removes(F.col(SEQUENCE)))
+
+
+def _truncating(merge: Any, cut: _Truncation | None) -> Any:
+    """``merge`` (a Delta merge builder), deleting the rows up to the truncation the batch
+    brings (every row not in the batch is read: only when the batch truncates)."""
+    if cut is None or not cut.by_batch:
+        return merge
+    return merge.whenNotMatchedBySourceDelete(cut.removes(F.col(f"t.{SEQUENCE}")))
+
+
+def _record_truncation(spark: SparkSession, table: Path, cut: _Truncation) -> None:
+    """Keep the latest truncation's sequence, when the batch brought it."""
+    if not cut.by_batch:
+        return
+    schema = spark.read.format("delta").load(str(table)).schema
+    frame = spark.createDataFrame([(cut.at,)], schema)
+    frame.write.format("delta").mode("overwrite").save(str(table))
+
+
 def _on_keys(rules: ChangeRules, *more: str) -> Column:
     condition = F.lit(True)
     for name in (*rules.keys, *more):
@@ -146,11 +229,17 @@ def _source(columns: Sequence[str]) -> dict[str, str | Column]:
 
 
 def _merge_latest(
-    spark: SparkSession, path: Path, side: Path, latest: DataFrame, rules: ChangeRules
+    spark: SparkSession,
+    path: Path,
+    side: Path,
+    latest: DataFrame,
+    rules: ChangeRules,
+    cut: _Truncation | None,
 ) -> None:
     """Type 1: a key's row becomes its latest change when that change comes after both
     the row (by sequence; at an equal one, a delete, or an update whose JSON sorts last)
-    and the key's tombstone."""
+    and the key's tombstone (``latest`` holds no change up to a truncation; a truncation
+    the batch brings deletes the rows up to it)."""
     from delta.tables import DeltaTable
 
     tombstones = spark.read.format("delta").load(str(side)).withColumnRenamed(SEQUENCE, "__TOMB")
@@ -170,15 +259,15 @@ def _merge_latest(
     after_tombstone = tomb.isNull() | (seq > tomb)
     update = ~F.col(f"s.{DELETED}")
     values = _source([*rules.columns, SEQUENCE])
-    (
+    merge = (
         DeltaTable.forPath(spark, str(path))
         .alias("t")
         .merge(source.alias("s"), _on_keys(rules))
         .whenMatchedDelete(F.col(f"s.{DELETED}") & after_row)
         .whenMatchedUpdate(update & after_row & after_tombstone, values)
         .whenNotMatchedInsert(update & after_tombstone, values)
-        .execute()
     )
+    _truncating(merge, cut).execute()
 
 
 def _merge_tombstones(
@@ -202,17 +291,37 @@ def _merge_tombstones(
     )
 
 
-def _merge_history(
-    spark: SparkSession, path: Path, side: Path, given: DataFrame, rules: ChangeRules
+def _merge_recomputed(
+    spark: SparkSession,
+    path: Path,
+    side: Path,
+    given: DataFrame,
+    rules: ChangeRules,
+    cut: _Truncation | None,
 ) -> None:
-    """Type 2: the versions of every key the batch touches, recomputed from all its
-    changes (the change log's and the batch's), replace that key's rows."""
+    """Type 2 (and type 1 with ``ignore_null_updates``): the versions (the row) of every
+    key the batch touches, recomputed from all its changes (the change log's and the
+    batch's, after the latest truncation, null updates filled), replace that key's
+    rows."""
     from delta.tables import DeltaTable
 
     touched = given.select(*rules.keys).distinct()
     logged = _of_keys(spark.read.format("delta").load(str(side)), touched, rules)
-    everything = one_per_sequence(logged.unionByName(given), rules)
-    versions = history(everything, rules)
+    everything = _after(one_per_sequence(logged.unionByName(given), rules), cut)
+    filled = fill_null_updates(everything, rules)
+    table = DeltaTable.forPath(spark, str(path)).alias("t")
+    if rules.scd_type == 1:
+        current = latest_changes(filled, rules)
+        deleted = F.col(f"s.{DELETED}")
+        merge = (
+            table.merge(current.alias("s"), _on_keys(rules))
+            .whenMatchedDelete(deleted)
+            .whenMatchedUpdate(set=_source([*rules.columns, SEQUENCE]))
+            .whenNotMatchedInsert(~deleted, _source([*rules.columns, SEQUENCE]))
+        )
+        _truncating(merge, cut).execute()
+        return
+    versions = history(filled, rules)
     current = _of_keys(spark.read.format("delta").load(str(path)), touched, rules)
     gone = current.join(
         versions, [*(current[k].eqNullSafe(versions[k]) for k in rules.keys),
@@ -224,9 +333,7 @@ def _merge_history(
     upsert = F.col(f"s.{_ACTION}") == "upsert"
     values = _source([*rules.columns, START_AT, END_AT])
     (
-        DeltaTable.forPath(spark, str(path))
-        .alias("t")
-        .merge(source.alias("s"), _on_keys(rules, START_AT))
+        table.merge(source.alias("s"), _on_keys(rules, START_AT))
         .whenMatchedDelete(~upsert)
         .whenMatchedUpdate(upsert, values)
         .whenNotMatchedInsert(upsert, values)
@@ -237,8 +344,8 @@ def _merge_history(
 def _merge_change_log(
     spark: SparkSession, side: Path, given: DataFrame, rules: ChangeRules
 ) -> None:
-    """Type 2: the batch's changes join the log, one per key and sequence (the same
-    choice between two as :func:`streamsmith.transforms.cdc.one_per_sequence`)."""
+    """The batch's changes join the log, one per key and sequence (the same choice
+    between two as :func:`streamsmith.transforms.cdc.one_per_sequence`)."""
     from delta.tables import DeltaTable
 
     source = given.withColumn(TIE, tie_break(rules.columns))

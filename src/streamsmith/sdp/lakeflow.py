@@ -50,6 +50,8 @@ class AutoCdc:
     scd_type: Literal[1, 2] = 1
     track_history_column_list: tuple[str, ...] | None = None
     track_history_except_column_list: tuple[str, ...] | None = None
+    ignore_null_updates: bool = False
+    apply_as_truncates: str | None = None
 
     def cdc_block(self, columns: Sequence[str]) -> dict[str, Any]:
         """streamsmith's ``cdc:`` spec for events with ``columns``: ``column_list`` and
@@ -65,6 +67,10 @@ class AutoCdc:
         }
         if self.apply_as_deletes is not None:
             block["apply_as_deletes"] = self.apply_as_deletes
+        if self.ignore_null_updates:
+            block["ignore_null_updates"] = True
+        if self.apply_as_truncates is not None:
+            block["apply_as_truncates"] = self.apply_as_truncates
         tracked = self.track_history_column_list
         if self.track_history_except_column_list is not None:
             left_out = {*self.keys, *excepted, *self.track_history_except_column_list}
@@ -80,6 +86,8 @@ class AutoCdc:
             tuple(block["keys"]), self.sequence_by, self.apply_as_deletes,
             tuple(block["except_columns"]), self.scd_type,
             tuple(block["track_history_columns"]) if "track_history_columns" in block else None,
+            ignore_null_updates=self.ignore_null_updates,
+            apply_as_truncates=self.apply_as_truncates,
         )  # fmt: skip
         return rules.for_columns(columns)
 
@@ -107,6 +115,8 @@ def auto_cdc(
     scd_type: int | str = 1,
     track_history_column_list: tuple[str, ...] | None = None,
     track_history_except_column_list: tuple[str, ...] | None = None,
+    ignore_null_updates: bool = False,
+    apply_as_truncates: str | None = None,
 ) -> AutoCdc:
     """An :class:`AutoCdc`, its options checked as Lakeflow checks them (ValueError)."""
     if str(scd_type) not in ("1", "2"):
@@ -122,10 +132,16 @@ def auto_cdc(
         raise ValueError("tracking history is for SCD type 2")
     if not keys:
         raise ValueError("an AUTO CDC flow needs at least one key")
+    if apply_as_truncates is not None and str(scd_type) != "1":
+        raise ValueError(
+            f"AUTO CDC flow {name!r}: apply_as_truncates (APPLY AS TRUNCATE WHEN) is for SCD "
+            "type 1 only, as in "
+            "Lakeflow (an SCD type 2 table keeps its history)"
+        )
     return AutoCdc(
         name, target, source, keys, sequence_by, location, apply_as_deletes, column_list,
         except_column_list, 1 if str(scd_type) == "1" else 2, track_history_column_list,
-        track_history_except_column_list,
+        track_history_except_column_list, bool(ignore_null_updates), apply_as_truncates,
     )  # fmt: skip
 
 
@@ -149,8 +165,9 @@ def create_auto_cdc_flow(
     ``source`` to the streaming table ``target`` by ``keys``, ordered by ``sequence_by``,
     as SCD type 1 (the latest row per key) or 2 (every version, with ``__START_AT`` and
     ``__END_AT``). Columns are names or ``F.col``/``F.expr`` columns; conditions SQL text
-    or ``F.expr`` columns. ``ignore_null_updates``, ``apply_as_truncates`` and ``once``
-    are refused: streamsmith does not run them yet.
+    or ``F.expr`` columns. ``ignore_null_updates=True``: an update's null columns keep the
+    key's values; ``apply_as_truncates`` (SCD type 1): the events that empty the table.
+    ``once`` is refused: streamsmith does not run it yet.
 
     Example::
 
@@ -161,15 +178,8 @@ def create_auto_cdc_flow(
             except_column_list=["op", "seq"], stored_as_scd_type=2,
         )
     """
-    for given, option in (
-        (ignore_null_updates, "ignore_null_updates"),
-        (apply_as_truncates is not None, "apply_as_truncates"),
-        (once, "once"),
-    ):
-        if given:
-            raise ValueError(
-                f"create_auto_cdc_flow({option}=...) is not supported by streamsmith yet"
-            )
+    if once:
+        raise ValueError("create_auto_cdc_flow(once=...) is not supported by streamsmith yet")
     flow = auto_cdc(
         name or target, target, source, _names(keys), _sql(sequence_by),
         get_caller_source_code_location(stacklevel=1),
@@ -179,6 +189,8 @@ def create_auto_cdc_flow(
         scd_type=stored_as_scd_type,
         track_history_column_list=_optional_names(track_history_column_list),
         track_history_except_column_list=_optional_names(track_history_except_column_list),
+        ignore_null_updates=ignore_null_updates,
+        apply_as_truncates=None if apply_as_truncates is None else _sql(apply_as_truncates),
     )  # fmt: skip
     get_active_graph_element_registry().register_auto_cdc_flow(flow)  # type: ignore[arg-type]
 

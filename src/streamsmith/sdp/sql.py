@@ -189,16 +189,18 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
 
 
 def _auto_cdc(match: re.Match[str], location: SourceCodeLocation, where: str) -> AutoCdc:
-    """``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (k, ...) [APPLY AS DELETE
-    WHEN cond] SEQUENCE BY expr [COLUMNS c, ... | COLUMNS * EXCEPT (c, ...)] [STORED AS
-    SCD TYPE 1 | 2] [TRACK HISTORY ON c, ... | * EXCEPT (c, ...)]`` as an AUTO CDC flow."""
+    """``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (k, ...) [IGNORE NULL
+    UPDATES] [APPLY AS DELETE WHEN cond] [APPLY AS TRUNCATE WHEN cond] SEQUENCE BY expr
+    [COLUMNS c, ... | COLUMNS * EXCEPT (c, ...)] [STORED AS SCD TYPE 1 | 2] [TRACK HISTORY
+    ON c, ... | * EXCEPT (c, ...)]`` as an AUTO CDC flow."""
     name, target, *sources, rest = match.groups()
     source = next(s for s in sources if s)
     clauses = _cdc_clauses(rest, where)
-    unsupported: tuple[tuple[str, ...], ...] = (_CDC_CLAUSES[1], _CDC_CLAUSES[3])
-    for words in unsupported:
-        if words in clauses:
-            raise UserError(f"{where}: {' '.join(words)} is not supported by streamsmith yet")
+    if clauses.get(_CDC_CLAUSES[1]):
+        raise UserError(
+            f"{where}: unsupported SQL after IGNORE NULL UPDATES: "
+            f"{_first_words(clauses[_CDC_CLAUSES[1]])}"
+        )
     for words in (_CDC_CLAUSES[0], _CDC_CLAUSES[4]):
         if not clauses.get(words):
             raise UserError(f"{where}: AUTO CDC needs {' '.join(words)} ...")
@@ -209,6 +211,8 @@ def _auto_cdc(match: re.Match[str], location: SourceCodeLocation, where: str) ->
             name.strip("`"), target.strip("`"), source.strip("`"),
             tuple(_names(_inside(clauses[("KEYS",)], where), where)), clauses[("SEQUENCE", "BY")],
             location, apply_as_deletes=clauses.get(("APPLY", "AS", "DELETE", "WHEN")),
+            ignore_null_updates=_CDC_CLAUSES[1] in clauses,
+            apply_as_truncates=clauses.get(("APPLY", "AS", "TRUNCATE", "WHEN")),
             column_list=columns[0], except_column_list=columns[1],
             scd_type=clauses.get(("STORED", "AS", "SCD", "TYPE"), "1"),
             track_history_column_list=tracked[0], track_history_except_column_list=tracked[1],

@@ -12,6 +12,12 @@ micro-batches, a catch-up and a backfill that sees them all at once build the sa
   Give each change its own sequence; this rule only makes the answer deterministic.
 - Type 1 (:func:`latest_changes`): a key's row is its latest change, absent when that
   change is a delete.
+- ``ignore_null_updates`` (:func:`fill_null_updates`): an update's null value columns
+  keep the key's values before it, as if the events were applied in sequence order: the
+  last non-null value since the key's latest delete (or none, after a delete).
+- ``apply_as_truncates`` (type 1; :func:`truncations`): an event for which it holds is no
+  change of its key but a truncation of the table at its sequence: every change at or
+  before the latest truncation's sequence is gone, whatever order they arrive in.
 - Type 2 (:func:`history`): every run of consecutive updates of a key with equal tracked
   columns is one version, valid from its first change's sequence (``__START_AT``) to the
   sequence of the change that ends it (``__END_AT``: the next version's start, or a
@@ -25,7 +31,7 @@ The Delta side (merges, the change log and tombstones kept beside the table) is 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -44,7 +50,9 @@ DELETED = "__DELETED"
 TIE = "__TIE"
 """While ordering: a row's JSON, which decides between changes with one sequence."""
 VERSION = "__VERSION"
-RESERVED = (SEQUENCE, START_AT, END_AT, DELETED, TIE, VERSION)
+RUN = "__RUN"
+"""While filling null updates: the number of a key's deletes up to a change."""
+RESERVED = (SEQUENCE, START_AT, END_AT, DELETED, TIE, VERSION, RUN)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ class ChangeRules:
     scd_type: int
     track_history_columns: tuple[str, ...] | None
     columns: tuple[str, ...] = ()  # the table's columns from the events, in their order
+    ignore_null_updates: bool = False
+    apply_as_truncates: str | None = None  # type 1: a SQL boolean marking truncations
 
     def for_columns(self, names: Sequence[str]) -> ChangeRules:
         """These rules over events with columns ``names``; ValueError naming what is
@@ -80,15 +90,7 @@ class ChangeRules:
                 "itself: rename them"
             )
         kept = tuple(c for c in names if c not in self.except_columns)
-        return ChangeRules(
-            self.keys,
-            self.sequence_by,
-            self.apply_as_deletes,
-            self.except_columns,
-            self.scd_type,
-            self.track_history_columns,
-            kept,
-        )
+        return replace(self, columns=kept)
 
     @property
     def values(self) -> tuple[str, ...]:
@@ -107,14 +109,52 @@ class ChangeRules:
 
 def changes(events: DataFrame, rules: ChangeRules) -> DataFrame:
     """The events as changes: the table's columns, ``__SEQUENCE`` and ``__DELETED`` (an
-    event whose delete condition is null is an update). A projection, so it also types
-    a stream (the tables' schemas come from it)."""
+    event whose delete condition is null is an update); truncations are left out (see
+    :func:`truncations`). A projection and a filter, so it also types a stream (the
+    tables' schemas come from it)."""
     deletes = F.expr(rules.apply_as_deletes) if rules.apply_as_deletes else F.lit(False)
+    if rules.apply_as_truncates:
+        events = events.where(~_truncates(rules.apply_as_truncates))
     return events.select(
         *rules.columns,
         F.expr(rules.sequence_by).alias(SEQUENCE),
         F.coalesce(deletes, F.lit(False)).alias(DELETED),
     )
+
+
+def truncations(events: DataFrame, rules: ChangeRules) -> DataFrame:
+    """The sequences (``__SEQUENCE``) of the events that truncate the table: those for
+    which ``apply_as_truncates`` holds (none without it)."""
+    if not rules.apply_as_truncates:
+        return events.limit(0).select(F.expr(rules.sequence_by).alias(SEQUENCE))
+    truncating = events.where(_truncates(rules.apply_as_truncates))
+    return truncating.select(F.expr(rules.sequence_by).alias(SEQUENCE))
+
+
+def _truncates(condition: str) -> Column:
+    return F.coalesce(F.expr(condition), F.lit(False))
+
+
+def fill_null_updates(changes: DataFrame, rules: ChangeRules) -> DataFrame:
+    """With ``ignore_null_updates``, each update's null value columns take the key's value
+    before it: the last non-null one (by sequence) among the key's updates since its
+    latest delete, or null when there is none. Over all of a key's changes (one per
+    sequence), so the answer does not depend on the order they arrived in. Without it,
+    the changes as they are. E.g. updates ``(1, 'Ann', 'Oslo')`` at 1 and ``(1, null,
+    'Rome')`` at 2 fill the second as ``(1, 'Ann', 'Rome')``.
+    """
+    if not rules.ignore_null_updates:
+        return changes
+    order = Window.partitionBy(*rules.keys).orderBy(SEQUENCE)
+    upto = Window.unboundedPreceding, Window.currentRow
+    deletes = F.sum(F.col(DELETED).cast("int")).over(order.rowsBetween(*upto))
+    runs = changes.withColumn(RUN, deletes)
+    run = Window.partitionBy(*rules.keys, RUN).orderBy(SEQUENCE).rowsBetween(*upto)
+    kept = {
+        c: F.last(F.when(~F.col(DELETED), F.col(c)), ignorenulls=True).over(run).alias(c)
+        for c in rules.values
+    }
+    return runs.select(*[kept.get(c, F.col(c)) for c in changes.columns if c != RUN])
 
 
 def tie_break(columns: Sequence[str], prefix: str = "") -> Column:

@@ -125,7 +125,8 @@ class DeltaSink(LakeBackedSink):
         if rules is None:
             return
         for option, sql in (("sequence_by", rules.sequence_by),
-                            ("apply_as_deletes", rules.apply_as_deletes)):  # fmt: skip
+                            ("apply_as_deletes", rules.apply_as_deletes),
+                            ("apply_as_truncates", rules.apply_as_truncates)):  # fmt: skip
             if sql is None:
                 continue
             try:
@@ -196,6 +197,8 @@ class DeltaSink(LakeBackedSink):
             spec.except_columns,
             spec.scd_type,
             spec.track_history_columns,
+            ignore_null_updates=spec.ignore_null_updates,
+            apply_as_truncates=spec.apply_as_truncates,
         )
         try:
             return rules.for_columns(frame.columns)

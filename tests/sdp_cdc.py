@@ -171,16 +171,96 @@ def deliver(folder: Path, chunk: int) -> None:
 
 def tables(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every dataset's rows, sorted, read from its Delta log without Spark."""
+    return {name: sorted(_rows(folder, name), key=repr) for name in DATASETS}
+
+
+def _rows(folder: Path, name: str) -> list[tuple[Any, ...]]:
     from deltalake import DeltaTable
 
-    found = {}
-    for name in DATASETS:
-        rows = DeltaTable(str(folder / "storage/tables" / name)).to_pyarrow_table().to_pylist()
-        found[name] = sorted((tuple(row.values()) for row in rows), key=repr)
-    return found
+    rows = DeltaTable(str(folder / "storage/tables" / name)).to_pyarrow_table().to_pylist()
+    return [tuple(row.values()) for row in rows]
 
 
 def expected(chunks: int) -> dict[str, list[tuple[Any, ...]]]:
     """Every dataset's rows once the first ``chunks`` chunks are in, sorted as
     :func:`tables` sorts them."""
     return {name: sorted(rows, key=repr) for name, rows in EXPECTED[chunks - 1].items()}
+
+
+# Partial updates and truncations: the same change events, with null columns an update
+# leaves as they were, and a truncation; applied as SCD type 2 ignoring null updates
+# (Python; this flow truncates nothing, so the truncating event is an update of key 0)
+# and as SCD type 1 ignoring null updates and truncating (SQL).
+PARTIAL_PY = (
+    CHANGES_PY.split('dp.create_streaming_table("customers")', maxsplit=1)[0]
+    + """\
+dp.create_streaming_table("customer_versions")
+dp.create_auto_cdc_flow(
+    target="customer_versions",
+    source="customer_changes",
+    keys=["id"],
+    sequence_by="seq",
+    ignore_null_updates=True,
+    apply_as_deletes="op = 'DELETE'",
+    except_column_list=["op", "seq"],
+    stored_as_scd_type=2,
+)
+"""
+)
+
+PARTIAL_SQL = """\
+CREATE OR REFRESH STREAMING TABLE customers_since_reset;
+
+CREATE FLOW customers_since_reset_cdc AS AUTO CDC INTO customers_since_reset
+FROM STREAM(customer_changes)
+KEYS (id)
+IGNORE NULL UPDATES
+APPLY AS DELETE WHEN op = 'DELETE'
+APPLY AS TRUNCATE WHEN op = 'TRUNCATE'
+SEQUENCE BY seq
+COLUMNS * EXCEPT (op, seq)
+STORED AS SCD TYPE 1;
+"""
+
+PARTIAL_CHANGES = [
+    {"id": 1, "name": "Ann", "city": "Oslo", "op": "UPSERT", "seq": 1},
+    {"id": 2, "name": "Bob", "city": "Rome", "op": "UPSERT", "seq": 2},
+    {"id": 1, "name": None, "city": "Bergen", "op": "UPSERT", "seq": 4},
+    {"id": 1, "name": "Anna", "city": None, "op": "UPSERT", "seq": 3},  # late
+    {"id": 0, "name": None, "city": None, "op": "TRUNCATE", "seq": 5},
+    {"id": 3, "name": "Cy", "city": None, "op": "UPSERT", "seq": 6},
+    {"id": 3, "name": None, "city": "Paris", "op": "UPSERT", "seq": 7},
+]
+
+PARTIAL_EXPECTED: dict[str, list[tuple[Any, ...]]] = {
+    # (id, name, city, __START_AT, __END_AT)
+    "customer_versions": [
+        (0, None, None, 5, None),
+        (1, "Ann", "Oslo", 1, 3),
+        (1, "Anna", "Oslo", 3, 4),
+        (1, "Anna", "Bergen", 4, None),
+        (2, "Bob", "Rome", 2, None),
+        (3, "Cy", None, 6, 7),
+        (3, "Cy", "Paris", 7, None),
+    ],
+    # (id, name, city, __SEQUENCE): keys 1 and 2 truncated at 5
+    "customers_since_reset": [(3, "Cy", "Paris", 7)],
+}
+
+
+def write_partial_project(folder: Path) -> None:
+    """The partial-update project in ``folder``, its change events delivered."""
+    files = {
+        "spark-pipeline.yml": SPEC.format(folder=folder.resolve()),
+        "transformations/changes.py": PARTIAL_PY,
+        "transformations/reset.sql": PARTIAL_SQL,
+        "data/changes/part-0.json": "".join(json.dumps(e) + "\n" for e in PARTIAL_CHANGES),
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def partial_tables(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """The partial-update project's tables' rows, sorted as in ``PARTIAL_EXPECTED``."""
+    return {name: sorted(_rows(folder, name), key=repr) for name in PARTIAL_EXPECTED}

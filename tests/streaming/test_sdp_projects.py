@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from sdp_cdc import PARTIAL_EXPECTED, partial_tables, write_partial_project
 from sdp_cdc import deliver as deliver_changes
 from sdp_cdc import expected as cdc_expected
 from sdp_cdc import tables as cdc_tables
@@ -188,6 +189,45 @@ def test_auto_cdc_flows_keep_scd1_and_scd2_tables_across_catch_ups(
     deliver_changes(tmp_path, 1)
     catch_up(spark, tmp_path)
     assert cdc_tables(tmp_path) == cdc_expected(2)
+
+
+def test_auto_cdc_ignores_null_updates_and_truncates_in_python_and_sql(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write_partial_project(tmp_path)
+    app, spec, _ = load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+    assert spec.flows["customers_since_reset_cdc"].cdc == CdcSpec(
+        keys=("id",), sequence_by="seq", apply_as_deletes="op = 'DELETE'",
+        except_columns=("op", "seq"), ignore_null_updates=True,
+        apply_as_truncates="op = 'TRUNCATE'",
+    )  # fmt: skip
+    run_pipeline(spark, build_plan(app, spec))
+    assert partial_tables(tmp_path) == {
+        name: sorted(rows, key=repr) for name, rows in PARTIAL_EXPECTED.items()
+    }
+
+    # What streamsmith does not run is refused as the project loads: one line each.
+    code = tmp_path / "transformations/changes.py"
+    python = code.read_text(encoding="utf-8")
+    for changed, error in [
+        (
+            python.replace("ignore_null_updates=True,", "apply_as_truncates=\"op = 'T'\","),
+            "ValueError: AUTO CDC flow 'customer_versions': apply_as_truncates (APPLY AS "
+            "TRUNCATE WHEN) is for SCD type 1 only",
+        ),
+        (
+            python
+            + python.split('dp.create_streaming_table("customer_versions")')[1].replace(
+                "stored_as_scd_type=2,", "stored_as_scd_type=2, name='more_versions',"
+            ),
+            "'customer_versions' takes AUTO CDC flows 'customer_versions' and 'more_versions'",
+        ),
+    ]:
+        code.write_text(changed, encoding="utf-8")
+        with pytest.raises(UserError) as raised:
+            load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+        assert "\n" not in str(raised.value)
+        assert error in str(raised.value), raised.value
 
 
 def test_sdp_sinks_take_a_delta_path_and_a_kafka_topic_and_once_flows_run_once(

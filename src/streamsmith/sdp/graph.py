@@ -152,11 +152,15 @@ class DeclaredGraph(GraphElementRegistry):
                     f"{flow.where}: flow {flow.name!r} writes {flow.target!r}, which the "
                     "pipeline does not define (dp.create_streaming_table it first)"
                 )
-            changed = [f.name for f in self.flows_into(flow.target) if f.cdc is not None]
-            if changed and len(self.flows_into(flow.target)) > 1:
+            into = self.flows_into(flow.target)
+            changed = [f.name for f in into if f.cdc is not None]
+            if changed and len(into) > 1:
+                other = next(f.name for f in into if f.name != changed[0])
+                kind = "AUTO CDC flows" if other in changed else "AUTO CDC flow"
                 raise UserError(
-                    f"{flow.where}: {flow.target!r} takes AUTO CDC flow {changed[0]!r}, and "
-                    "streamsmith applies one flow's changes to a table: write it alone"
+                    f"{flow.where}: {flow.target!r} takes {kind} {changed[0]!r} and "
+                    f"{'' if other in changed else 'flow '}{other!r}: streamsmith applies "
+                    "one flow's changes to a table (write each into its own table)"
                 )
         for name, output in self.outputs.items():
             if not self.flows_into(name):

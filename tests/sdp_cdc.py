@@ -261,6 +261,80 @@ def write_partial_project(folder: Path) -> None:
         (folder / name).write_text(text, encoding="utf-8")
 
 
-def partial_tables(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """The partial-update project's tables' rows, sorted as in ``PARTIAL_EXPECTED``."""
-    return {name: sorted(_rows(folder, name), key=repr) for name in PARTIAL_EXPECTED}
+# Two AUTO CDC flows into each of two tables (SCD type 1 and 2), from two sources: the
+# CRM's changes and the web shop's, ordered together by their sequence.
+TWO_SOURCES_PY = """\
+from pathlib import Path
+
+from pyspark import pipelines as dp
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+for origin in ("crm", "web"):
+
+    @dp.table(name=f"{origin}_changes")
+    def changes():
+        return (
+            spark.readStream.format("json")
+            .schema("id INT, name STRING, city STRING, op STRING, seq LONG")
+            .load(str(DATA / origin))
+        )
+
+for scd in (1, 2):
+    dp.create_streaming_table(f"customers_scd{scd}")
+    for origin in ("crm", "web"):
+        dp.create_auto_cdc_flow(
+            target=f"customers_scd{scd}",
+            source=f"{origin}_changes",
+            name=f"customers_scd{scd}_from_{origin}",
+            keys=["id"],
+            sequence_by="seq",
+            apply_as_deletes="op = 'DELETE'",
+            except_column_list=["op", "seq"],
+            stored_as_scd_type=scd,
+        )
+"""
+
+TWO_SOURCES = {
+    "crm": [
+        {"id": 1, "name": "Ann", "city": "Oslo", "op": "UPSERT", "seq": 1},
+        {"id": 2, "name": "Bob", "city": "Rome", "op": "UPSERT", "seq": 2},
+        {"id": 1, "name": "Ann", "city": "Bergen", "op": "UPSERT", "seq": 5},
+    ],
+    "web": [
+        {"id": 1, "name": "Ann", "city": "Tromso", "op": "UPSERT", "seq": 3},
+        {"id": 2, "name": None, "city": None, "op": "DELETE", "seq": 4},
+        {"id": 3, "name": "Cy", "city": "Paris", "op": "UPSERT", "seq": 6},
+    ],
+}
+
+TWO_SOURCES_EXPECTED: dict[str, list[tuple[Any, ...]]] = {
+    "customers_scd1": [(1, "Ann", "Bergen", 5), (3, "Cy", "Paris", 6)],
+    "customers_scd2": [
+        (1, "Ann", "Bergen", 5, None),
+        (1, "Ann", "Oslo", 1, 3),
+        (1, "Ann", "Tromso", 3, 5),
+        (2, "Bob", "Rome", 2, 4),
+        (3, "Cy", "Paris", 6, None),
+    ],
+}
+
+
+def write_two_sources_project(folder: Path) -> None:
+    """The two-source project in ``folder``, each source's change events delivered."""
+    files = {
+        "spark-pipeline.yml": SPEC.format(folder=folder.resolve()),
+        "transformations/customers.py": TWO_SOURCES_PY,
+        **{
+            f"data/{origin}/part-0.json": "".join(json.dumps(e) + "\n" for e in events)
+            for origin, events in TWO_SOURCES.items()
+        },
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def sorted_tables(folder: Path, names: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of the tables ``names``, each table's sorted by repr."""
+    return {name: sorted(_rows(folder, name), key=repr) for name in names}

@@ -13,7 +13,13 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from sdp_cdc import PARTIAL_EXPECTED, partial_tables, write_partial_project
+from sdp_cdc import (
+    PARTIAL_EXPECTED,
+    TWO_SOURCES_EXPECTED,
+    sorted_tables,
+    write_partial_project,
+    write_two_sources_project,
+)
 from sdp_cdc import deliver as deliver_changes
 from sdp_cdc import expected as cdc_expected
 from sdp_cdc import tables as cdc_tables
@@ -202,7 +208,7 @@ def test_auto_cdc_ignores_null_updates_and_truncates_in_python_and_sql(
         apply_as_truncates="op = 'TRUNCATE'",
     )  # fmt: skip
     run_pipeline(spark, build_plan(app, spec))
-    assert partial_tables(tmp_path) == {
+    assert sorted_tables(tmp_path, PARTIAL_EXPECTED) == {
         name: sorted(rows, key=repr) for name, rows in PARTIAL_EXPECTED.items()
     }
 
@@ -218,9 +224,10 @@ def test_auto_cdc_ignores_null_updates_and_truncates_in_python_and_sql(
         (
             python
             + python.split('dp.create_streaming_table("customer_versions")')[1].replace(
-                "stored_as_scd_type=2,", "stored_as_scd_type=2, name='more_versions',"
+                "stored_as_scd_type=2,", "stored_as_scd_type=1, name='more_versions',"
             ),
-            "'customer_versions' takes AUTO CDC flows 'customer_versions' and 'more_versions'",
+            "AUTO CDC flows 'customer_versions' and 'more_versions' into 'customer_versions' "
+            "differ in their SCD type, tracked columns, table columns",
         ),
     ]:
         code.write_text(changed, encoding="utf-8")
@@ -228,6 +235,21 @@ def test_auto_cdc_ignores_null_updates_and_truncates_in_python_and_sql(
             load_project(tmp_path / "spark-pipeline.yml", spark=spark)
         assert "\n" not in str(raised.value)
         assert error in str(raised.value), raised.value
+
+
+def test_several_auto_cdc_flows_from_two_sources_apply_their_changes_to_one_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    write_two_sources_project(tmp_path)
+    app, spec, _ = load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+    plan = build_plan(app, spec)
+    flows = {flow.name: flow.outputs[0] for flow in plan.flows}
+    ours = [f"customers_scd{scd}_from_{origin}" for scd in (1, 2) for origin in ("crm", "web")]
+    assert len({flows[name].checkpoint for name in ours}) == 4  # each its own checkpoint
+    run_pipeline(spark, plan)
+    assert sorted_tables(tmp_path, TWO_SOURCES_EXPECTED) == {
+        name: sorted(rows, key=repr) for name, rows in TWO_SOURCES_EXPECTED.items()
+    }
 
 
 def test_sdp_sinks_take_a_delta_path_and_a_kafka_topic_and_once_flows_run_once(

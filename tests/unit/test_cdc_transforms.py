@@ -84,6 +84,8 @@ def test_the_cdc_block_is_checked_when_the_spec_loads() -> None:
         CdcSpec(keys=("id",), sequence_by="seq", except_columns=("id",))
     with pytest.raises(ValidationError, match="keys"):
         CdcSpec(keys=(), sequence_by="seq")
+    with pytest.raises(ValidationError, match="apply_as_truncates is for scd_type: 1"):
+        CdcSpec(keys=("id",), sequence_by="seq", scd_type=2, apply_as_truncates="op = 't'")
 
 
 def test_a_python_flow_declares_cdc_as_a_spec_flow_does(tmp_path: Path) -> None:

@@ -300,7 +300,11 @@ def test_an_auto_cdc_flow_in_sql_becomes_streamsmith_s_cdc() -> None:
         ("KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 3", "the SCD type is 1 or 2, not '3'"),
         ("KEYS (id) SEQUENCE BY seq TRACK HISTORY ON city", "tracking history is for SCD type 2"),
         ("SEQUENCE BY seq", "AUTO CDC needs KEYS ..."),
-        ("KEYS (id) IGNORE NULL UPDATES SEQUENCE BY seq", "IGNORE NULL UPDATES is not supported"),
+        ("KEYS (id) IGNORE NULL UPDATES x SEQUENCE BY seq", "unsupported SQL after IGNORE NULL"),
+        (
+            "KEYS (id) APPLY AS TRUNCATE WHEN op = 'T' SEQUENCE BY seq STORED AS SCD TYPE 2",
+            "AUTO CDC flow 'f': apply_as_truncates (APPLY AS TRUNCATE WHEN) is for SCD type 1",
+        ),
         ("KEYS (id) SEQUENCE BY seq KEYS (id)", "AUTO CDC has KEYS twice"),
         ("WHERE x KEYS (id) SEQUENCE BY seq", "unsupported SQL in AUTO CDC: WHERE x KEYS"),
     ],
@@ -338,6 +342,11 @@ def test_create_auto_cdc_flow_takes_lakeflow_s_arguments_and_names_a_mistake_s_l
         ("### Sinks and once flows", ("python", sdp_sinks.SINKS_PY, "python", sdp_sinks.SINKS_PY)),
         ("### Expectations", ("python", sdp_expecting.EXPECTING_PY)),
         ("### Change data capture", ("python", sdp_cdc.CHANGES_PY, "sql", sdp_cdc.HISTORY_SQL)),
+        (
+            "### Partial updates, truncations",
+            ("python", sdp_cdc.PARTIAL_PY, "sql", sdp_cdc.PARTIAL_SQL),
+        ),
+        ("### Several AUTO CDC flows into one table", ("python", sdp_cdc.TWO_SOURCES_PY)),
     ],
 )
 def test_the_guide_s_snippets_are_the_tested_projects(section: str, code: tuple[str, ...]) -> None:

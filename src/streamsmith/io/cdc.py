@@ -18,6 +18,11 @@ the table):
   latest truncation: a row or change at or before it is gone, and one arriving late is
   not applied.
 
+Several flows may apply their changes to one table (SDP's AUTO CDC flows into one
+streaming table, each its own query and checkpoint): their batches are applied one at a
+time (a lock per table in the run's process), each reading the table and its state as
+the one before left them, so the table is that of all their changes together.
+
 Each batch makes one commit to each table (none to ``_cdc_truncates`` unless it
 truncates), both carrying Delta's idempotent-write marks
 (the query as ``txnAppId``, the batch id as ``txnVersion``). Each commit's effect is the
@@ -28,6 +33,7 @@ nothing.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +109,21 @@ def apply_changes(
     if all(done):
         batch.write.format("noop").mode("overwrite").save()
         return
+    with _lock(path):
+        _apply(batch, path, side, rules, app_id, batch_id, where, done)
+
+
+def _apply(
+    batch: DataFrame,
+    path: Path,
+    side: Path,
+    rules: ChangeRules,
+    app_id: str,
+    batch_id: int,
+    where: str,
+    done: list[bool],
+) -> None:
+    """:func:`apply_changes`' commits not ``done`` yet, the table's lock held."""
     session = batch.sparkSession
     events = batch.persist() if rules.apply_as_truncates else batch  # read once for both
     given = one_per_sequence(changes(events, rules), rules).persist()
@@ -131,6 +152,16 @@ def apply_changes(
         given.unpersist()
         if events is not batch:
             events.unpersist()
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock(path: Path) -> threading.Lock:
+    """The lock of the table at ``path``: the flows applying changes to it take turns."""
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault(str(path), threading.Lock())
 
 
 def backfill(

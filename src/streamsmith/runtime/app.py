@@ -115,7 +115,8 @@ class FlowDefinition:
     batch_arguments: Mapping[str, Any] = field(default_factory=dict)
     expectations: tuple[Expectation, ...] = ()
     from_spec: bool = False
-    # Other flows may append to its Delta table too (SDP's append flows into one table).
+    # Other flows may write its Delta table too (SDP's append flows into one table, or
+    # its AUTO CDC flows: a cdc flow's batches merge, so only cdc flows do alike).
     appends_with_others: bool = False
 
     @property

@@ -154,13 +154,11 @@ class DeclaredGraph(GraphElementRegistry):
                 )
             into = self.flows_into(flow.target)
             changed = [f.name for f in into if f.cdc is not None]
-            if changed and len(into) > 1:
-                other = next(f.name for f in into if f.name != changed[0])
-                kind = "AUTO CDC flows" if other in changed else "AUTO CDC flow"
+            plain = [f.name for f in into if f.cdc is None]
+            if changed and plain:
                 raise UserError(
-                    f"{flow.where}: {flow.target!r} takes {kind} {changed[0]!r} and "
-                    f"{'' if other in changed else 'flow '}{other!r}: streamsmith applies "
-                    "one flow's changes to a table (write each into its own table)"
+                    f"{flow.where}: {flow.target!r} takes AUTO CDC flow {changed[0]!r} and "
+                    f"flow {plain[0]!r}: a table takes AUTO CDC flows or append flows, not both"
                 )
         for name, output in self.outputs.items():
             if not self.flows_into(name):

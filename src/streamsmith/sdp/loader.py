@@ -132,6 +132,7 @@ def _plan_parts(
     views: list[ViewDefinition] = []
     sources: dict[str, Any] = {}
     flows: dict[str, Any] = {}
+    applied: dict[str, FlowFacts] = {}  # a table's first AUTO CDC flow
     for flow in graph.flows.values():
         output = graph.outputs[flow.target]
         if isinstance(output, TemporaryView):
@@ -191,6 +192,7 @@ def _plan_parts(
         flows[flow.name] = {"source": source, "sink": sink, "description": description}
         if flow.cdc is not None:
             flows[flow.name]["cdc"] = flow.cdc.cdc_block(found.schema.names)
+            _check_same_changes(applied.setdefault(flow.target, found), found)
         if streamed[1:]:
             flows[flow.name]["streams"] = {table: table for table in streamed[1:]}
         expectations = _expectations(output, flow)
@@ -203,11 +205,41 @@ def _plan_parts(
                 quarantine=quarantines,
                 record_late=False,
                 streams=tuple(StreamInput(table, _as_read) for table in streamed[1:]),
-                appends_with_others=flow.cdc is None,
+                appends_with_others=True,  # append flows, or AUTO CDC flows, into one table
                 expectations=expectations,
             )
         )
     return definitions, views, sources, flows
+
+
+def _check_same_changes(first: FlowFacts, flow: FlowFacts) -> None:
+    """Several AUTO CDC flows into one table apply their changes to the same rows and
+    state: they must agree on the keys, the SCD type, the options that shape the state
+    and the table's columns (UserError naming both)."""
+    if first is flow:
+        return
+    assert first.flow.cdc is not None and flow.flow.cdc is not None
+
+    def shape(facts: FlowFacts) -> dict[str, Any]:
+        assert facts.flow.cdc is not None and facts.table_schema is not None
+        rules = facts.flow.cdc.rules(facts.schema.names)
+        return {
+            "keys": rules.keys,
+            "SCD type": rules.scd_type,
+            "ignore_null_updates": rules.ignore_null_updates,
+            "apply_as_truncates (given or not)": rules.apply_as_truncates is not None,
+            "tracked columns": rules.tracked if rules.scd_type == 2 else (),
+            "table columns": [(f.name, f.dataType) for f in facts.table_schema.fields],
+        }
+
+    ours, theirs = shape(first), shape(flow)
+    differ = [name for name in ours if ours[name] != theirs[name]]
+    if differ:
+        raise UserError(
+            f"{flow.flow.where}: AUTO CDC flows {first.flow.name!r} and {flow.flow.name!r} "
+            f"into {flow.flow.target!r} differ in their {', '.join(differ)}: flows into "
+            "one table apply their changes alike"
+        )
 
 
 def _once_flow(

@@ -235,3 +235,6 @@ def test_apply_as_truncates_empties_the_table_at_its_sequence_late_events_includ
     ]
     kept = spark.read.format("delta").load(str(path / cdc.TRUNCATES)).collect()
     assert [tuple(row) for row in kept] == [(6,)]
+    unordered = events_frame(spark, [(0, None, None, None, "truncate", None)])
+    with pytest.raises(UserError, match=r"^test: 1 truncating event\(s\) .* have no sequence"):
+        cdc.apply_changes(unordered, path, rules, "t", 3, "test")

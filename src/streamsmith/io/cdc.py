@@ -129,7 +129,7 @@ def _apply(
     given = one_per_sequence(changes(events, rules), rules).persist()
     try:
         _check_sequences(given, rules, where)
-        cut = _truncation(session, path / TRUNCATES, events, rules)
+        cut = _truncation(session, path / TRUNCATES, events, rules, where)
         steps: list[Callable[[], None]]
         if _logs_changes(rules):
             steps = [
@@ -203,10 +203,11 @@ class _Truncation:
 
 
 def _truncation(
-    spark: SparkSession, table: Path, events: DataFrame, rules: ChangeRules
+    spark: SparkSession, table: Path, events: DataFrame, rules: ChangeRules, where: str
 ) -> _Truncation | None:
     """With ``apply_as_truncates``: where the table is truncated, from the sequence kept
-    in ``table`` and the batch's truncating events (one job); None without it."""
+    in ``table`` and the batch's truncating events (one job); None without it. A
+    truncation without a sequence cannot be placed: it fails the batch."""
     if not rules.apply_as_truncates:
         return None
     kept = spark.read.format("delta").load(str(table)).withColumn("__BATCH", F.lit(False))
@@ -218,11 +219,22 @@ def _truncation(
             F.max(seq).alias("at"),
             F.max(F.when(batch, seq)).alias("batch"),
             F.max(F.when(~batch, seq)).alias("kept"),
+            F.count(F.when(batch & seq.isNull(), 1)).alias("unordered"),
         )
-        .select("at", (F.col("batch") >= F.coalesce("kept", "batch")).alias("by_batch"))
+        .select(
+            "at",
+            (F.col("batch") >= F.coalesce("kept", "batch")).alias("by_batch"),
+            "unordered",
+        )
         .first()
     )
     assert row is not None
+    if row["unordered"]:
+        raise UserError(
+            f"{where}: {row['unordered']} truncating event(s) (cdc.apply_as_truncates "
+            f"{rules.apply_as_truncates!r}) have no sequence (cdc.sequence_by "
+            f"{rules.sequence_by!r} is null), so they cannot be ordered"
+        )
     return _Truncation(row["at"], bool(row["by_batch"]))
 
 

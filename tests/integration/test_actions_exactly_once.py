@@ -97,7 +97,7 @@ def assert_exactly_once(dsn: str, expected: Counter[tuple[str, datetime]], files
 
 
 def test_sigkill_after_the_database_commit_replays_as_a_no_op(tmp_path: Path, pg_dsn: str) -> None:
-    expected = write_actions(tmp_path / "input/actions", files=6, phones=8, seed=1)
+    expected = write_actions(tmp_path / "input/actions", files=4, phones=8, seed=1)
 
     crashed = run_child(tmp_path, pg_dsn, "kill-after-commit", batch=2)
     _, stderr = crashed.communicate(timeout=600)
@@ -110,7 +110,7 @@ def test_sigkill_after_the_database_commit_replays_as_a_no_op(tmp_path: Path, pg
     restarted = run_child(tmp_path, pg_dsn, "none", batch=-1)
     _, stderr = restarted.communicate(timeout=600)
     assert restarted.returncode == 0, stderr[-3000:]
-    assert_exactly_once(pg_dsn, expected, files=6)
+    assert_exactly_once(pg_dsn, expected, files=4)
     quarantine = tmp_path / "tables/action_counts_quarantine"
     assert quarantine.is_dir()
 

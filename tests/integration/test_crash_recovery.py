@@ -24,7 +24,7 @@ from streamsmith.io.lake_paths import is_delta
 pytestmark = pytest.mark.slow
 
 CHECKPOINT = Path("checkpoints/cloudtrail/cloudtrail_events")
-FILES = 12  # one per batch: the crash comes in the first ones, the restart does the rest
+FILES = 5  # one per batch: the crash comes in the first ones, the restart does the rest
 ONE_FILE_PER_BATCH = ("--set", "sources.cloudtrail_logs.max_files_per_trigger=1")
 
 

@@ -23,6 +23,9 @@ CHILD = Path(__file__).with_name("kafka_to_parquet_child.py")
 Produce = Callable[..., None]
 
 
+RECORDS = 1800  # three partitions, 300 records a batch: six batches, the kill in the first
+
+
 def start_child(
     broker: EmbeddedBroker, topic: str, base: Path, trigger: str
 ) -> subprocess.Popen[str]:
@@ -33,10 +36,10 @@ def start_child(
 def test_sigkill_mid_batch_then_restart_reads_every_offset_once(
     spark: SparkSession, broker: EmbeddedBroker, topic: str, produce: Produce, tmp_path: Path
 ) -> None:
-    produce(topic, [f"record-{i}".encode() for i in range(6000)])
+    produce(topic, [f"record-{i}".encode() for i in range(RECORDS)])
     child = start_child(broker, topic, tmp_path, "interval=0s")
     kill_mid_batch(child, tmp_path / "cp")
-    assert len(batch_ids(tmp_path / "cp/commits")) < 20  # 6000 records / 300 a batch: work left
+    assert len(batch_ids(tmp_path / "cp/commits")) < RECORDS // 300  # 300 a batch: work left
 
     restarted = start_child(broker, topic, tmp_path, "available-now")
     _, stderr = restarted.communicate(timeout=600)
@@ -45,5 +48,5 @@ def test_sigkill_mid_batch_then_restart_reads_every_offset_once(
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     positions = [(r.partition, r.offset) for r in rows]
     assert len(positions) == len(set(positions)), "a record landed twice"
-    assert set(positions) == {(p, o) for p in range(3) for o in range(2000)}
-    assert sorted(r.value for r in rows) == sorted(f"record-{i}".encode() for i in range(6000))
+    assert set(positions) == {(p, o) for p in range(3) for o in range(RECORDS // 3)}
+    assert sorted(r.value for r in rows) == sorted(f"record-{i}".encode() for i in range(RECORDS))

@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from deltalake import DeltaTable
@@ -418,25 +418,36 @@ def run_guarantees(inputs: Path, workdir: Path, runs: int) -> int:
     return 0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=3_000_000)
-    parser.add_argument("--files", type=int, default=20)
+def add_pair_options(parser: argparse.ArgumentParser) -> None:
+    """``--runs`` and ``--workdir``, as the A-against-B scripts take them."""
     parser.add_argument("--runs", type=int, default=2, help="rounds of A then B")
     parser.add_argument(
         "--workdir", type=Path, default=None, help="input and outputs (default: a temporary folder)"
     )
+
+
+def exit_in_workdir(workdir: Path | None, prefix: str, run: Callable[[Path], int]) -> NoReturn:
+    """Exit with what ``run`` returns, run in ``workdir`` (made if missing) or, without
+    one, in a temporary folder named from ``prefix``."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            sys.exit(run(Path(tmp)))
+    workdir.mkdir(parents=True, exist_ok=True)
+    sys.exit(run(workdir.resolve()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=3_000_000)
+    parser.add_argument("--files", type=int, default=20)
+    add_pair_options(parser)
     parser.add_argument("--guarantees", action="store_true", help="each guarantee on and off")
     parser.add_argument(
         "--set", action="append", default=[], dest="sets",
         help="also run streamsmith with this --set (e.g. spark.conf.spark.driver.memory=1g)",
     )  # fmt: skip
     args = parser.parse_args()
-    if args.workdir is None:
-        with tempfile.TemporaryDirectory(prefix="streamsmith-real-volume-") as tmp:
-            sys.exit(run(args, Path(tmp)))
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    sys.exit(run(args, args.workdir.resolve()))
+    exit_in_workdir(args.workdir, "streamsmith-real-volume-", lambda workdir: run(args, workdir))
 
 
 def run(args: argparse.Namespace, workdir: Path) -> int:

@@ -153,6 +153,7 @@ def test_init_sdp_makes_the_project_spark_pipelines_makes_and_it_runs(tmp_path: 
 
 
 @pytest.mark.deep  # six CLI runs and a kill: `make test` keeps the two catch-ups above
+@pytest.mark.timeout(3600)  # six cold Spark applications: 3-4 min each on a loaded machine
 def test_four_chunks_then_a_sigkill_mid_run_in_an_unchanged_sdp_project(tmp_path: Path) -> None:
     """Issue 51's acceptance: Python and SQL files, streaming tables, a materialized view
     with a join, a temporary view, an append-flow target fed by two flows and AUTO CDC

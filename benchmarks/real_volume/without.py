@@ -4,8 +4,7 @@
     python without.py quarantine,late -- run PROJECT --trigger available-now ...
 
 ``quarantine``: no quarantine query (and the main query carries no rejects);
-``line_numbers``: quarantine rows without their line and its number (no second read of
-the files holding rejects); ``late``: no late-events query; ``counts``: the main query
+``late``: no late-events query; ``counts``: the main query
 observes nothing (records read, rejects, oldest event time), so side queries read their
 input; ``event_log``: no events recorded (no listener). The rest is ``streamsmith``'s
 own command line.
@@ -33,12 +32,6 @@ def drop_queries(roles: set[str]) -> None:
     runner.supervise = without_roles  # type: ignore[assignment]
 
 
-def no_line_numbers() -> None:
-    from streamsmith.runtime import plan
-
-    plan.line_numbering = lambda spec, schema: None  # type: ignore[assignment]
-
-
 def no_counts() -> None:
     from streamsmith.runtime import frames
 
@@ -56,7 +49,6 @@ def no_event_log() -> None:
 SWITCHES = {
     "quarantine": lambda: drop_queries({"quarantine"}),
     "late": lambda: drop_queries({"late"}),
-    "line_numbers": no_line_numbers,
     "counts": no_counts,
     "event_log": no_event_log,
 }

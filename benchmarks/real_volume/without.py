@@ -4,10 +4,10 @@
     python without.py quarantine,late -- run PROJECT --trigger available-now ...
 
 ``quarantine``: no quarantine query (and the main query carries no rejects);
-``late``: no late-events query; ``counts``: the main query
-observes nothing (records read, rejects, oldest event time), so side queries read their
-input; ``event_log``: no events recorded (no listener). The rest is ``streamsmith``'s
-own command line.
+``late``: no late-events query; ``counts``: the main query observes nothing (records
+read, rejects, oldest event time), so side queries read their input, and no query
+counts the lines of the files it reads whole; ``event_log``: no events recorded (no
+listener). The rest is ``streamsmith``'s own command line.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ def drop_queries(roles: set[str]) -> None:
 
 
 def no_counts() -> None:
+    from streamsmith.io import files
     from streamsmith.runtime import frames
 
     frames.observe_flow = lambda tagged, *args, **kwargs: tagged  # type: ignore[assignment]
+    files._read_counter = lambda streaming: lambda frame, metric: frame  # type: ignore[assignment]
 
 
 def no_event_log() -> None:

@@ -5,12 +5,14 @@ the files in the JVM or streamsmith's decoder splits them (``compression: gzip``
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
+from streamsmith.monitor.progress import records_read
 from streamsmith.transforms.quarantine import POSITION, RAW, READ_ERROR
 
 SCHEMA = "flight string, delay int"
@@ -56,3 +58,43 @@ def test_each_row_has_its_line_and_number_from_the_one_read(
     assert [(position, raw) for position, raw, *_ in decoded] == [
         (position, raw) for position, raw, *_ in in_jvm
     ]
+
+
+def test_a_stream_of_files_read_whole_counts_their_records_not_the_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark counts each file read whole as one input row; the records read of a batch
+    are its lines (for JSON lines, those the JSON reader would read: not the blank one),
+    gzipped or not, an empty file adding none."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain/flights.jsonl").write_bytes(DATA)
+    (tmp_path / "plain/more.jsonl").write_bytes(b'{"flight": "AA4", "delay": 4}\n' * 2)
+    (tmp_path / "plain/empty.jsonl").write_bytes(b"")
+    (tmp_path / "gzipped").mkdir()
+    for file in (tmp_path / "plain").iterdir():
+        (tmp_path / f"gzipped/{file.name}.gz").write_bytes(gzip.compress(file.read_bytes()))
+
+    def read(folder: str, **spec: object) -> int:
+        source = SourceSpec.model_validate({"path": str(tmp_path / folder), **spec})
+        schema = spark.createDataFrame([], SCHEMA).schema
+        frame = read_files(spark, source, source.path, schema, streaming=True)
+        name = f"counted_{folder}_{source.format}"
+        query = (
+            frame.writeStream.format("noop")
+            .queryName(name)
+            .option("checkpointLocation", str(tmp_path / "checkpoints" / name))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            query.awaitTermination()
+        finally:
+            query.stop()
+        reports = [json.loads(progress.json) for progress in query.recentProgress]
+        files = sum(int(report["numInputRows"]) for report in reports)
+        assert files in (2, 3)  # Spark's rows: the files (the empty one, as it reads it)
+        return sum(records_read(report) for report in reports)
+
+    assert read("plain", format="jsonl") == 7
+    assert read("plain", format="text") == 8  # a text file's blank line is a record
+    assert read("gzipped", format="jsonl", compression="gzip") == 7

@@ -6,6 +6,11 @@ it arrived, a CSV row that failed to parse or a parsed one as JSON, or the docum
 and ``_read_error`` (why it could not be read, or null); from JSON-lines and text files
 also ``_position``, the line's number in its file (see :func:`_numbered_lines`).
 
+A stream of such files is read whole, one row per file, so Spark's input rows of a batch
+count its files: the reader counts the files and the lines it makes of them per batch
+(``io.read_counts``), and ``monitor.progress.records_read`` puts the lines in the files'
+place in every query that reads the source.
+
 ``json`` sources hold one JSON *document* per file (CloudTrail's ``{"Records": [...]}``).
 They are read as bytes and decoded in Python rather than with Spark's multi-line JSON
 reader, because Spark fails the whole query on a truncated gzip file; here such a file
@@ -17,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import cache, partial
+from itertools import count
 from typing import cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -29,6 +35,7 @@ from pyspark.sql.types import ArrayType, DataType, StringType, StructField, Stru
 from streamsmith.config import SourceSpec
 from streamsmith.config.file_options import json_parse_options
 from streamsmith.io.decoding import decode_document, decode_lines
+from streamsmith.io.read_counts import FILES_READ, LINES_READ, READ_COUNT
 from streamsmith.transforms.json_reasons import rejected_json_reason
 from streamsmith.transforms.quarantine import (
     POSITION,
@@ -41,6 +48,7 @@ from streamsmith.transforms.quarantine import (
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 _CORRUPT = "_corrupt_record"
+_reads = count()  # each read's number in its metrics' names (io.read_counts)
 log = logging.getLogger(__name__)
 
 
@@ -117,6 +125,7 @@ def read_files(
             return configured.load([path, *more])
         return configured.load(path)
 
+    counted = _read_counter(streaming)
     reader = _with_common_options(base, spec, streaming)
     for key, value in spec.options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
@@ -129,7 +138,7 @@ def read_files(
             decoded["error"].alias(READ_ERROR),
         )
     if spec.decodes_files:  # gzipped or not, damage quarantined: see decode_lines
-        frame = load(reader.format("binaryFile").schema(BINARY_FILE_SCHEMA))
+        frame = counted(load(reader.format("binaryFile").schema(BINARY_FILE_SCHEMA)), FILES_READ)
         lines = _line_decoder(spec.max_decompressed_mb << 20)(F.col("content"))
         line = F.col("col")
         numbered = frame.select(F.col("path").alias(SOURCE_FILE), F.posexplode(lines)).select(
@@ -142,13 +151,14 @@ def read_files(
         )
         if spec.format == "jsonl":  # a damaged file's row stays, blank or not
             numbered = numbered.where(F.col(READ_ERROR).isNotNull() | ~_blank(F.col(RAW)))
-        return numbered
+        return counted(numbered, LINES_READ)
     if spec.format in ("text", "jsonl"):
-        numbered = _numbered_lines(load(reader.format("text").option("wholetext", "true")))
+        files = counted(load(reader.format("text").option("wholetext", "true")), FILES_READ)
+        numbered = _numbered_lines(files)
         # JSON lines whose schema may not hold everything (schema evolution) or whose whole
         # record is kept (a variant column) are parsed by the flow from the whole line.
         if spec.format == "text" or spec.reads_raw_json:
-            return numbered.select(
+            return counted(numbered, LINES_READ).select(
                 "value",
                 SOURCE_FILE,
                 POSITION,
@@ -158,7 +168,8 @@ def read_files(
             )
         if schema is None:
             raise ValueError("a jsonl source needs the app's record schema")
-        return _parsed_lines(numbered.where(~_blank(F.col("value"))), spec, schema)
+        records = counted(numbered.where(~_blank(F.col("value"))), LINES_READ)
+        return _parsed_lines(records, spec, schema)
     if schema is None:
         raise ValueError(f"a {spec.format} source needs the app's record schema")
     if spec.format == "parquet":
@@ -190,6 +201,20 @@ def read_files(
         F.struct(*data).alias(RECORD),
         F.when(F.col(_CORRUPT).isNotNull(), F.lit("malformed CSV row")).alias(READ_ERROR),
     )
+
+
+def _read_counter(streaming: bool) -> Callable[[DataFrame, str], DataFrame]:
+    """``counted(frame, metric)``: ``frame`` counting its rows per micro-batch as the
+    observed metric ``metric`` numbered for this read (``FILES_READ``, ``LINES_READ``);
+    a batch read is counted by its job, and ``frame`` is returned as it is."""
+    number = next(_reads)
+
+    def counted(frame: DataFrame, metric: str) -> DataFrame:
+        if not streaming:
+            return frame
+        return frame.observe(f"{metric}{number}", F.count(F.lit(1)).alias(READ_COUNT))
+
+    return counted
 
 
 def _numbered_lines(files: DataFrame) -> DataFrame:

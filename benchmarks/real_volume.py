@@ -382,7 +382,6 @@ def check_equal(sides: Sequence[Side], last: dict[str, Path], expected: dict[str
 # all of them: (label, what without.py switches off, whether the spec keeps `expect`).
 GUARANTEES = (
     ("every guarantee on", "", True),
-    ("line numbers off", "line_numbers", True),
     ("quarantine off", "quarantine", True),
     ("late events off", "late", True),
     ("counts off", "counts", True),

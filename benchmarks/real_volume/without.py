@@ -4,11 +4,10 @@
     python without.py quarantine,late -- run PROJECT --trigger available-now ...
 
 ``quarantine``: no quarantine query (and the main query carries no rejects);
-``line_numbers``: quarantine rows without their line and its number (no second read of
-the files holding rejects); ``late``: no late-events query; ``counts``: the main query
-observes nothing (records read, rejects, oldest event time), so side queries read their
-input; ``event_log``: no events recorded (no listener). The rest is ``streamsmith``'s
-own command line.
+``late``: no late-events query; ``counts``: the main query observes nothing (records
+read, rejects, oldest event time), so side queries read their input, and no query
+counts the lines of the files it reads whole; ``event_log``: no events recorded (no
+listener). The rest is ``streamsmith``'s own command line.
 """
 
 from __future__ import annotations
@@ -33,16 +32,12 @@ def drop_queries(roles: set[str]) -> None:
     runner.supervise = without_roles  # type: ignore[assignment]
 
 
-def no_line_numbers() -> None:
-    from streamsmith.runtime import plan
-
-    plan.line_numbering = lambda spec, schema: None  # type: ignore[assignment]
-
-
 def no_counts() -> None:
+    from streamsmith.io import files
     from streamsmith.runtime import frames
 
     frames.observe_flow = lambda tagged, *args, **kwargs: tagged  # type: ignore[assignment]
+    files._read_counter = lambda streaming: lambda frame, metric: frame  # type: ignore[assignment]
 
 
 def no_event_log() -> None:
@@ -56,7 +51,6 @@ def no_event_log() -> None:
 SWITCHES = {
     "quarantine": lambda: drop_queries({"quarantine"}),
     "late": lambda: drop_queries({"late"}),
-    "line_numbers": no_line_numbers,
     "counts": no_counts,
     "event_log": no_event_log,
 }

@@ -32,6 +32,7 @@ from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.monitor.eventlog import read_events
+from streamsmith.monitor.progress import records_read
 from streamsmith.monitor.recorder import flush_listener_bus
 from streamsmith.monitor.status import query_statuses
 from streamsmith.pipelines import load_pipeline
@@ -90,7 +91,9 @@ def test_event_log_matches_recent_progress_and_reconciles(
         assert progress, output.spark_name
         for p in progress:
             record = logged[(output.spark_name, p.batchId)]
-            assert record["query_id"] == str(p.id) and record["input_rows"] == p.numInputRows
+            # Records, not Spark's input rows: those count the files read whole.
+            read = records_read(json.loads(p.json))
+            assert record["query_id"] == str(p.id) and record["input_rows"] == read
             assert record["batch_ms"] == p.durationMs["triggerExecution"]
             assert record["state_rows"] == sum(op.numRowsTotal for op in p.stateOperators)
             watermark = p.eventTime.get("watermark", "1970-01-01T00:00:00.000Z")

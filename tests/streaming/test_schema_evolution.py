@@ -172,7 +172,8 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
         "id string, n bigint, city string, geo struct<lat:double>",
         "id string, n bigint, city string, geo struct<lat:double,alt:bigint>",
     ]
-    assert stored[1].reason == f"new field(s) city in file:{folder}/part-1.jsonl"
+    # The source names the file and the line (issue 50: the read numbers every line).
+    assert stored[1].reason == f"new field(s) city in file:{folder}/part-1.jsonl at 1"
     table = {row.id: row for row in read_table(spark, table_path(root, "events")).collect()}
     assert sorted(table) == ["a", "b", "c", "d", "e"]  # each record once
     assert (table["a"].city, table["a"].geo) == (None, None)  # older rows: null
@@ -181,9 +182,9 @@ def test_a_new_field_becomes_a_schema_version_and_a_column_with_nothing_lost(
     assert (table["e"].geo.alt, table["d"].geo.alt) == (10, None)  # a struct that grew
     changes = [e["message"] for e in read_events(root, "grow") if e["event"] == "schema_change"]
     assert changes == [
-        f"schema version 1: new field(s) city in file:{folder}/part-1.jsonl",
-        f"schema version 2: new field(s) geo in file:{folder}/part-1.jsonl",
-        f"schema version 3: new field(s) geo.alt in file:{folder}/part-2.jsonl",
+        f"schema version 1: new field(s) city in file:{folder}/part-1.jsonl at 1",
+        f"schema version 2: new field(s) geo in file:{folder}/part-1.jsonl at 2",
+        f"schema version 3: new field(s) geo.alt in file:{folder}/part-2.jsonl at 1",
     ]
     restarts = [e for e in read_events(root, "grow") if e["event"] in ("failure", "gave_up")]
     assert restarts == []  # a schema change is not a failure
@@ -249,7 +250,7 @@ def test_structs_in_an_array_gain_a_member_as_a_new_schema_version(
         "id string, items array<struct<sku:string>>",
         "id string, items array<struct<sku:string,qty:bigint>>",
     ]
-    assert stored[1].reason == f"new field(s) items[].qty in file:{folder}/part-1.jsonl"
+    assert stored[1].reason == f"new field(s) items[].qty in file:{folder}/part-1.jsonl at 1"
     table = {row.id: row for row in read_table(spark, table_path(root, "events")).collect()}
     assert [(i.sku, i.qty) for i in table["a"]["items"]] == [("x", None)]  # older: null
     assert [(i.sku, i.qty) for i in table["b"]["items"]] == [("y", 2), ("z", None)]
@@ -271,7 +272,7 @@ def test_fail_on_new_columns_stops_the_flow_naming_the_field(
     lines = [{"id": "a", "n": 1}, {"id": "b", "n": "two"}, {"id": "c", "n": 3, "city": "Oslo"}]
     (folder / "part-0.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     app, pipeline = load_pipeline(tmp_path / "streamsmith.yml")
-    expected = f"new field(s) city in file:{folder}/part-0.jsonl, which the schema lacks"
+    expected = f"new field(s) city in file:{folder}/part-0.jsonl at 3, which the schema lacks"
     with pytest.raises(PipelineError, match=re.escape(expected)):
         run_pipeline(spark, build_plan(app, pipeline, Trigger("available-now")))
     root = tmp_path / "data"

@@ -25,6 +25,7 @@ from streamsmith.generate.ysb import YsbData, write_ysb, ysb_data
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import is_table, read_table, replace_static_table, table_path
 from streamsmith.monitor.eventlog import read_events
+from streamsmith.monitor.progress import records_read
 from streamsmith.runtime.flow_batches import CARRY_CHARS, FLOW_METRIC
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import run_pipeline
@@ -79,14 +80,15 @@ def test_views_per_campaign_and_window_from_files_to_the_lake_and_postgresql(
 
 
 def flow_reports(root: Path, query: str) -> tuple[int, bool]:
-    """``query``'s input rows over all its batches, and whether any batch carried the
-    flow's per-batch report (the metric its side queries skip by)."""
+    """``query``'s records read over all its batches, and whether any batch carried the
+    flow's per-batch report (the metric its side queries skip by). Spark's own input rows
+    count files: the source reads each whole to number its lines."""
     progress = [
         json.loads(record["progress"])
         for record in read_events(root, "ysb")
         if record["event"] == "progress" and record["query"] == query
     ]
-    rows = sum(p["numInputRows"] for p in progress)
+    rows = sum(records_read(p) for p in progress)
     return rows, any(FLOW_METRIC in p.get("observedMetrics", {}) for p in progress)
 
 

@@ -14,12 +14,13 @@ import pytest
 
 import streamsmith
 from streamsmith.config import AlertRules, load_spec
+from streamsmith.io.read_counts import FILES_READ, LINES_READ, READ_COUNT
 from streamsmith.monitor.alerts import SloWatch
 from streamsmith.monitor.eventlog import EventLog, prune_event_logs, read_events
 from streamsmith.monitor.lag import FileSourceProbe, processed_files
 from streamsmith.monitor.metrics import QueryMetrics, health_body
 from streamsmith.monitor.notify import notification_text
-from streamsmith.monitor.progress import FLOW_METRIC, progress_record
+from streamsmith.monitor.progress import FLOW_METRIC, progress_record, records_read
 from streamsmith.monitor.recorder import spec_secrets
 from streamsmith.monitor.status import query_statuses
 from streamsmith.monitor.status_view import batch_age, compact_lines, flow_of, rate
@@ -66,6 +67,31 @@ def test_progress_record_flattens_what_operators_look_at() -> None:
     source = json.loads(record["sources"])[0]
     assert source["lag_partitions"] == {"signals-0": 30, "signals-1": 0, "signals-2": 7}
     assert json.loads(record["progress"]) == KAFKA_PROGRESS
+
+
+def test_records_read_put_the_lines_of_files_read_whole_in_the_files_place() -> None:
+    # Two files of lines read whole (Spark's 2 input rows, 9 lines) beside 120 Kafka
+    # records, in a query that does not count its flow's records itself (a second sink).
+    observed = {
+        f"{FILES_READ}3": {READ_COUNT: 2},
+        f"{LINES_READ}3": {READ_COUNT: 9},
+        "quarantine": {"rows": 4},
+    }
+    progress = {
+        **KAFKA_PROGRESS,
+        "numInputRows": 122,
+        "inputRowsPerSecond": 61.0,
+        "processedRowsPerSecond": 244.0,
+        "observedMetrics": observed,
+    }
+    record = progress_record(progress)
+    assert record["input_rows"] == records_read(progress) == 129
+    # Spark's rates are rows per second: in records, as much faster.
+    assert record["input_rate"] == 61.0 * 129 / 122
+    assert record["process_rate"] == 244.0 * 129 / 122
+    # The flow's own count, where its main query makes one, comes first.
+    counted = {**observed, FLOW_METRIC: {"rows": 0, "read": 131}}
+    assert records_read({**progress, "observedMetrics": counted}) == 131
 
 
 def test_the_log_keeps_how_many_rejects_a_report_carried_not_the_rows() -> None:

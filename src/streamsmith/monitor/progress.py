@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from streamsmith.io.read_counts import FILES_READ, LINES_READ, READ_COUNT
 from streamsmith.transforms.expectations import EXPECTATIONS_METRIC, ROWS
 
 # Spark reports this watermark before the first event time is seen.
@@ -45,6 +46,7 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
     if watermark == _NO_WATERMARK:
         watermark = None
     batch_time = progress.get("timestamp")
+    read = records_read(progress)
     sources = [source_lag(source) for source in progress.get("sources") or []]
     lags = [source["lag"] for source in sources if source["lag"] is not None]
     return {
@@ -54,10 +56,10 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         "run_id": progress.get("runId"),
         "batch_id": progress.get("batchId"),
         "batch_time": batch_time,
-        "input_rows": records_read(progress),
+        "input_rows": read,
         "output_rows": _observed(observed, WRITTEN_METRIC),
-        "input_rate": _number(progress.get("inputRowsPerSecond")),
-        "process_rate": _number(progress.get("processedRowsPerSecond")),
+        "input_rate": _records_rate(progress, "inputRowsPerSecond", read),
+        "process_rate": _records_rate(progress, "processedRowsPerSecond", read),
         "batch_ms": durations.get("triggerExecution"),
         "watermark": watermark,
         "watermark_delay_s": _delay(batch_time, watermark),
@@ -80,13 +82,35 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
 def records_read(progress: Mapping[str, Any]) -> int:
     """The records a batch read: counted as its main query parsed them, rejected ones
     too, where it does so (a flow with a quarantine or late table); else Spark's input
-    rows, which a filter Spark pushes into the JSON or CSV reader makes fewer (those are
-    flows that parse no more than their filter lets through: see ``runtime.frames``), and
-    which count files, not records, where streamsmith decodes them (gzip)."""
-    flow = (progress.get("observedMetrics") or {}).get(FLOW_METRIC)
+    rows, with the lines of files of lines in place of the files (``io.files``: Spark
+    counts a file read whole as one row). Spark's input rows are fewer where it pushes a
+    filter into a JSON or CSV reader (flows that parse no more than their filter lets
+    through: see ``runtime.frames``)."""
+    observed = progress.get("observedMetrics") or {}
+    flow = observed.get(FLOW_METRIC)
     if isinstance(flow, Mapping) and flow.get(RECORDS_READ) is not None:
         return int(flow[RECORDS_READ])
-    return int(progress.get("numInputRows") or 0)
+    files, lines = _counted(observed, FILES_READ), _counted(observed, LINES_READ)
+    return max(0, int(progress.get("numInputRows") or 0) - files) + lines
+
+
+def _counted(observed: Mapping[str, Any], prefix: str) -> int:
+    """The sum of the counts of the observed metrics named ``prefix`` and a number."""
+    return sum(
+        int(metric.get(READ_COUNT) or 0)
+        for name, metric in observed.items()
+        if name.startswith(prefix) and isinstance(metric, Mapping)
+    )
+
+
+def _records_rate(progress: Mapping[str, Any], name: str, read: int) -> float | None:
+    """Spark's rate ``name`` (rows per second) in records: its rows are files where a
+    query reads files of lines (see :func:`records_read`)."""
+    rate = _number(progress.get(name))
+    rows = int(progress.get("numInputRows") or 0)
+    if rate is None or rows in (0, read):
+        return rate
+    return rate * read / rows
 
 
 def latency(observed: Mapping[str, Any]) -> dict[str, int | None]:

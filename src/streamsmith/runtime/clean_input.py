@@ -24,7 +24,7 @@ without a streaming sink (which cannot skip a batch).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -100,11 +100,10 @@ def start_quarantine_stream(
     facts: FlowFacts,
     table_format: TableFormat,
     app_id: str,
-    numbering: Callable[[DataFrame], DataFrame] | None = None,
 ) -> StreamingQuery:
     """Start the quarantine query writing ``frame`` to ``path``, skipping batches whose
-    input the flow's main query found clean; with ``numbering``, each row read from a
-    file of lines gets its line and its number (``io.files.with_line_numbers``)."""
+    input the flow's main query found clean. Rows read from files of lines hold their
+    line and its number from the flow's read (``io.files``): no file is read again."""
     prepare_table(frame.sparkSession, path, frame.schema, partition_by, table_format)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -123,14 +122,7 @@ def start_quarantine_stream(
             else:
                 why = "its flow batches' rejects are unknown" if seen is None else "rejects"
                 log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
-            if numbering is not None:  # read twice (its files, its rows): cached
-                kept = batch.persist()
-                try:
-                    rows = write_batch(numbering(kept), path, batch_id, partition_by, app_id=app_id)
-                finally:
-                    kept.unpersist()
-            else:
-                rows = write_batch(batch, path, batch_id, partition_by, app_id=app_id)
+            rows = write_batch(batch, path, batch_id, partition_by, app_id=app_id)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 
     return start_foreach_batch(frame, write, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -27,7 +27,6 @@ from streamsmith.config import (
     parse_trigger,
 )
 from streamsmith.errors import UserError
-from streamsmith.io.files import line_numbering
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.io.schema_store import schema_dir
@@ -803,7 +802,6 @@ def _outputs(
         spark_name=main.spark_name,
         source=None if flow.streams else source.lineage,
         prepared=definition.prepare is not None,
-        numbering=line_numbering(spec.sources[flow.source], definition.record_schema),
     )
     companions: list[tuple[Role, Sink]] = []
     if definition.quarantine:

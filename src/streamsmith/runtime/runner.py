@@ -17,7 +17,6 @@ from py4j.protocol import Py4JNetworkError
 from pyspark.sql import SparkSession
 
 from streamsmith.errors import UserError
-from streamsmith.io.files import line_numbering
 from streamsmith.io.lake import read_table
 from streamsmith.monitor.eventlog import EventLog, now_text
 from streamsmith.monitor.progress import expectation_counts
@@ -169,7 +168,6 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfill
     catch-up``)."""
     rows: dict[str, int] = {}
     frames = flow_frames(spark, flow, plan.root, streaming=False)
-    numbering = line_numbering(flow.source, flow.definition.record_schema)
     main = flow.outputs[0]
     for output in flow.outputs:
         if output.role == "late":
@@ -178,8 +176,6 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfill
             part = read_table(spark, main.backfill_path)
         else:
             part = output_frame(frames, output)
-        if output.role == "quarantine" and numbering is not None:
-            part = numbering(part)
         output.sink.write_backfill(part, output.backfill_path)
         rows[output.backfill_path.name] = read_table(spark, output.backfill_path).count()
     read = (frames.tagged if frames.tagged is not None else frames.output).count()

@@ -11,7 +11,6 @@ an earlier version left a Parquet table: a lake keeps its tables' format).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -55,8 +54,6 @@ class MainQuery:
     spark_name: str
     source: SourceKind | None
     prepared: bool  # the flow parses its input in a prepare stage that tags rejects
-    # Over files of lines: what gives quarantine rows their line and its number.
-    numbering: Callable[[DataFrame], DataFrame] | None = None
 
 
 class _SideSink(LakeBackedSink):
@@ -142,7 +139,6 @@ class QuarantineSink(_SideSink):
                 facts=FlowFacts(spark, main.spark_name),
                 table_format=table_format,
                 app_id=self.app_id(query),
-                numbering=main.numbering,
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
         return self.start_file_sink(frame, query)  # side queries run in append mode

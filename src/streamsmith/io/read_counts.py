@@ -1,0 +1,16 @@
+"""The observed metrics a stream of files of lines counts its reads by (``io.files``).
+
+Such files are read whole, one row per file, so Spark's input rows of a batch count its
+files. The reader counts, per batch, the files read (``FILES_READ``: Spark's input rows)
+and the lines made of them (``LINES_READ``: its records), each in a field ``READ_COUNT``;
+``monitor.progress.records_read`` puts the lines in the files' place. Each read of a
+source has its own number after the prefix: a metric's name is unique in a query, which
+may read two such sources. Names only, without Spark: the monitor reads them from a
+progress report's JSON.
+"""
+
+from __future__ import annotations
+
+FILES_READ = "streamsmith_files_read_"
+LINES_READ = "streamsmith_lines_read_"
+READ_COUNT = "rows"

@@ -4,19 +4,21 @@ warns, one is dropped and two are quarantined."""
 
 from __future__ import annotations
 
-EXPECTING_PY = """\
-from pyspark import pipelines as dp
-
-
-@dp.table
+# The decorators, and the table they check reading the orders (its name and @dp.table's
+# arguments given), as a project's file has them.
+CHECKED_TABLE = """\
+@dp.table{arguments}
 @dp.expect("small", "amount < 1000")
 @dp.expect_or_drop("has_id", "order_id IS NOT NULL")
-@dp.expect_all_or_quarantine({"known_customer": "customer IS NOT NULL", "positive": "amount > 0"})
-def checked():
+@dp.expect_all_or_quarantine({{"known_customer": "customer IS NOT NULL", "positive": "amount > 0"}})
+def {name}():
     return spark.readStream.schema("order_id string, customer string, amount double").json(
         spark.conf.get("orders.input")
     )
 """
+EXPECTING_PY = "from pyspark import pipelines as dp\n\n\n" + CHECKED_TABLE.format(
+    arguments="", name="checked"
+)
 
 ORDERS = (
     '{"order_id": "a", "customer": "c1", "amount": 5}\n'

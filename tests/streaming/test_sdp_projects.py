@@ -143,6 +143,7 @@ def orders_project(folder: Path, name: str, orders: str, files: dict[str, str]) 
     )
 
 
+@pytest.mark.deep  # make test: test_sdp_commands.py's project has them, values asserted
 def test_lakeflow_constraints_in_sql_drop_and_count_as_expectations(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -287,6 +288,7 @@ def test_sdp_sinks_take_a_delta_path_and_a_kafka_topic_and_once_flows_run_once(
     assert [(r.key, r.value) for r in records] == [(b"b", b'{"order_id":"b","amount":70.0}')]
 
 
+@pytest.mark.deep  # make test: test_sdp_commands.py's project has them, values asserted
 def test_lakeflow_expectation_decorators_warn_drop_and_quarantine_with_counts(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -224,3 +224,7 @@ def backfill(
     report = runner.backfill(spark, plan)
     for table, rows in report.rows.items():
         say(f"{table}: {rows} rows in {plan.root / 'backfill' / table}")
+    if plan.views:  # batch queries over the stream's tables: `run` refreshes them
+        names = ", ".join(view.name for view in plan.views)
+        say(f"not backfilled: materialized views and once flows ({names}): "
+            "`streamsmith run` refreshes them", to_stderr=True)  # fmt: skip

@@ -148,12 +148,17 @@ def append_batch(
     return int(counted.get.get("rows", 0))
 
 
-def overwrite_table(frame: DataFrame, path: Path, partition_by: Sequence[str] = ()) -> None:
+def overwrite_table(
+    frame: DataFrame, path: Path, partition_by: Sequence[str] = (), *, append: bool = False
+) -> None:
     """Replace the whole table with ``frame`` (a backfill), its schema included; a
-    Parquet folder an earlier version left there is removed first."""
+    Parquet folder an earlier version left there is removed first. With ``append``,
+    add ``frame`` to the table instead (a further flow's backfill into it)."""
     if is_table(path) and not is_delta(path):
         remove_tree(path)
-    writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    writer = frame.write.format("delta").mode("append" if append else "overwrite")
+    if not append:
+        writer = writer.option("overwriteSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(str(path))

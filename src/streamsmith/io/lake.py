@@ -206,12 +206,15 @@ def write_table(
     path: Path,
     partition_by: Sequence[str] = (),
     table_format: TableFormat = "delta",
+    *,
+    append: bool = False,
 ) -> None:
-    """Replace a table with a batch DataFrame (backfill)."""
+    """Replace a table with a batch DataFrame (backfill); with ``append``, add it (a
+    further flow's backfill into the table)."""
     if table_format == "delta":
-        delta.overwrite_table(frame, path, partition_by)
+        delta.overwrite_table(frame, path, partition_by, append=append)
         return
-    writer = frame.write.mode("overwrite").format("parquet")
+    writer = frame.write.mode("append" if append else "overwrite").format("parquet")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(str(path))

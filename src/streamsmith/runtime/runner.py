@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JNetworkError
@@ -113,6 +114,9 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
     # A flow reading another's Delta table reads that flow's backfill (the plan puts it
     # after), so one backfill carries the input through every hop, apart from the stream.
     backfilled = {o.path: o.backfill_path for o in plan.outputs if o.kind == "table"}
+    # A table several flows append to (SDP's append flows) is replaced by the first
+    # flow's backfill; the others' add to it.
+    begun: set[Path] = set()
     read = written = 0
     try:
         for planned in plan.flows:
@@ -121,7 +125,7 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
                 flow = replace(flow, source_path=backfilled[flow.source_path])
             while True:
                 try:
-                    batch = _backfill_flow(spark, plan, flow)
+                    batch = _backfill_flow(spark, plan, flow, begun)
                     break
                 except Exception as exc:  # a field the schema lacks: add it and run again
                     refused = refused_new_fields(error_text(exc))
@@ -130,7 +134,8 @@ def backfill(spark: SparkSession, plan: Plan) -> BackfillReport:
                     store = flow.schema_store
                     if store is None or add_new_fields(store, error_text(exc)) is None:
                         raise
-            report.rows.update(batch.rows)
+            for table, rows in batch.rows.items():  # a table of several flows: their sum
+                report.rows[table] = report.rows.get(table, 0) + rows
             read += batch.record["input_rows"]
             written += batch.record["output_rows"]
             events.write(batch.record)
@@ -157,9 +162,13 @@ class _Backfilled:
     record: dict[str, Any]  # the flow's batch, as the event log keeps it
 
 
-def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfilled:
+def _backfill_flow(
+    spark: SparkSession, plan: Plan, flow: FlowPlan, begun: set[Path]
+) -> _Backfilled:
     """One flow's batch job into its backfill tables: their row counts, and the batch's
-    event (records read: those parsed, rejected ones too; else the rows written).
+    event (records read: those parsed, rejected ones too; else the rows written). A
+    table in ``begun`` (written by an earlier flow of this backfill) is appended to;
+    the tables written are added to it.
 
     Each output, and the count of records read, reads the input again rather than
     sharing a cached read: a cache of the parsed input spills a large backfill to disk
@@ -176,8 +185,11 @@ def _backfill_flow(spark: SparkSession, plan: Plan, flow: FlowPlan) -> _Backfill
             part = read_table(spark, main.backfill_path)
         else:
             part = output_frame(frames, output)
-        output.sink.write_backfill(part, output.backfill_path)
-        rows[output.backfill_path.name] = read_table(spark, output.backfill_path).count()
+        path = output.backfill_path
+        before = read_table(spark, path).count() if path in begun else 0
+        output.sink.write_backfill(part, path, append=path in begun)
+        begun.add(path)
+        rows[path.name] = read_table(spark, path).count() - before
     read = (frames.tagged if frames.tagged is not None else frames.output).count()
     judged = frames.judged.get if frames.judged is not None else None
     rejected = [rows[o.backfill_path.name] for o in flow.outputs if o.role == "quarantine"]

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamsmith.errors import UserError
-from streamsmith.io.lake_paths import is_delta, table_path
+from streamsmith.io.lake_paths import backfill_path, is_delta, table_path
 from streamsmith.monitor.recorder import first_line
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.sdp.graph import DeclaredFlow, DeclaredGraph
@@ -60,9 +60,13 @@ class GraphFrames:
         flow: DeclaredFlow,
         reads: Reads | None = None,
         stand_in: StandIn | None = None,
+        *,
+        backfill: bool = False,
     ) -> DataFrame:
         """The frame ``flow``'s function returns, its reads resolved (a table that does
-        not exist yet by ``stand_in``, when given) and recorded in ``reads``."""
+        not exist yet by ``stand_in``, when given) and recorded in ``reads``. With
+        ``backfill``, every read is a batch read and the pipeline's tables are their
+        backfills (``streamsmith backfill``: the flows upstream ran before)."""
         reads = reads if reads is not None else Reads()
         inlining: list[str] = []
 
@@ -81,13 +85,13 @@ class GraphFrames:
                 finally:
                     inlining.pop()
             (reads.streamed if streaming else reads.batch).append(key)
-            path = table_path(self.root, key)
+            path = (backfill_path if backfill else table_path)(self.root, key)
             if stand_in is not None and not is_delta(path):
                 return stand_in(key, streaming)
-            reader = spark.readStream if streaming else spark.read
+            reader = spark.readStream if streaming and not backfill else spark.read
             return reader.format("delta").load(str(path))
 
-        with self.graph.session.bound(spark, resolve, reads):
+        with self.graph.session.bound(spark, resolve, reads, batch=backfill):
             frame = _with_conf(spark, flow.spark_conf, flow.func)
         output = self.graph.outputs[flow.target]
         return _shaped(frame, output if isinstance(output, Table) else None, flow)

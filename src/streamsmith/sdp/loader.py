@@ -207,6 +207,7 @@ def _plan_parts(
                 streams=tuple(StreamInput(table, _as_read) for table in streamed[1:]),
                 appends_with_others=True,  # append flows, or AUTO CDC flows, into one table
                 expectations=expectations,
+                batch_arguments={"backfill": True},
             )
         )
     return definitions, views, sources, flows
@@ -300,10 +301,12 @@ def _stream_transform(frames: GraphFrames, flow: DeclaredFlow, *, lineage: bool)
     """The flow's transform: its function's frame (which reads its input itself). With
     ``lineage`` (a flow quarantining by its expectations), each row carries what its
     quarantine record keeps: the row as JSON for its raw payload, and no source file
-    (the function's own read does not say which one)."""
+    (the function's own read does not say which one). In a backfill (``backfill``, a
+    batch argument) the function reads in batch, the pipeline's tables from their
+    backfills."""
 
-    def transform(events: DataFrame, **_streams: DataFrame) -> DataFrame:
-        frame = frames.frame(events.sparkSession, flow)
+    def transform(events: DataFrame, backfill: bool = False, **_streams: DataFrame) -> DataFrame:
+        frame = frames.frame(events.sparkSession, flow, backfill=backfill)
         if not lineage:
             return frame
         row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))

@@ -5,8 +5,9 @@ SDP resolves ``spark.read.table(name)``, ``spark.readStream.table(name)``,
 ``spark.table(name)`` and the names of its SQL to the pipeline's datasets. This wrapper
 does the same by asking a :data:`Resolve` callback for each name (None: not one of the
 pipeline's, so Spark's catalog answers), and records the files a flow reads itself
-(``spark.readStream.format("json").load(path)``), which ``dry-run`` shows. Everything
-else is the session itself.
+(``spark.readStream.format("json").load(path)``), which ``dry-run`` shows. In a
+backfill, ``spark.readStream`` reads in batch, so the same definitions run as one batch
+job. Everything else is the session itself.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Binding:
     spark: SparkSession
     resolve: Resolve
     reads: Reads
+    batch: bool = False  # a backfill: every read, spark.readStream's too, is a batch read
 
 
 class PipelineSession:
@@ -56,9 +58,12 @@ class PipelineSession:
         self._default = Binding(spark, lambda _name, _streaming: None, Reads())
 
     @contextmanager
-    def bound(self, spark: SparkSession, resolve: Resolve, reads: Reads) -> Iterator[None]:
-        """Within, names resolve by ``resolve`` and reads are recorded in ``reads``."""
-        token = self._binding.set(Binding(spark, resolve, reads))
+    def bound(
+        self, spark: SparkSession, resolve: Resolve, reads: Reads, *, batch: bool = False
+    ) -> Iterator[None]:
+        """Within, names resolve by ``resolve`` and reads are recorded in ``reads``; with
+        ``batch``, ``spark.readStream`` reads in batch (a backfill of the same code)."""
+        token = self._binding.set(Binding(spark, resolve, reads, batch))
         try:
             yield
         finally:
@@ -88,6 +93,8 @@ class PipelineSession:
 
     @property
     def readStream(self) -> _Reader:
+        if self._current.batch:
+            return _Reader(self._spark.read, self, streaming=False)
         return _Reader(self._spark.readStream, self, streaming=True)
 
     def table(self, name: str) -> DataFrame:
@@ -97,6 +104,7 @@ class PipelineSession:
         found = self._resolve(name, streaming)
         if found is not None:
             return found
+        streaming = streaming and not self._current.batch
         reader = self._spark.readStream if streaming else self._spark.read
         self._reads.external.append(f"table {name}")
         return reader.table(name)

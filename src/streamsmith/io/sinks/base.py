@@ -239,10 +239,11 @@ class Sink(ABC):
         remove_tree(path)
         return [str(path)]
 
-    def write_backfill(self, frame: DataFrame, path: Path) -> None:
+    def write_backfill(self, frame: DataFrame, path: Path, *, append: bool = False) -> None:
         """Replace the table at ``path`` with ``frame``, the flow's output over all its
-        input as one batch (``streamsmith backfill``)."""
-        write_table(frame, path, self.partition_by, self.table_format)
+        input as one batch (``streamsmith backfill``); with ``append``, add it: the table
+        is another flow's too, and that flow's backfill wrote it first."""
+        write_table(frame, path, self.partition_by, self.table_format, append=append)
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         """The sink's current content as a batch frame, for tests (``streamsmith.testing``);

@@ -205,11 +205,16 @@ class DeltaSink(LakeBackedSink):
         except ValueError as exc:
             raise UserError(f"flow {self.context.flow!r}: {exc}") from None
 
-    def write_backfill(self, frame: DataFrame, path: Path) -> None:
+    def write_backfill(self, frame: DataFrame, path: Path, *, append: bool = False) -> None:
         rules = self.change_rules(frame)
         if rules is None:
-            super().write_backfill(frame, path)
+            super().write_backfill(frame, path, append=append)
             return
+        if append:
+            raise UserError(
+                f"flow {self.context.flow!r}: table {path.name} takes several flows' changes, "
+                "and a backfill builds a change table from one flow's: not supported yet"
+            )
         app_id = f"streamsmith:{self.context.app}:{self.context.flow}:backfill"
         cdc.backfill(frame, path, rules, app_id, self.partition_by)
 

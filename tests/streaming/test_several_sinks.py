@@ -14,6 +14,7 @@ import psycopg
 import pytest
 import yaml
 from pyspark.sql import SparkSession
+from test_side_queries import ACTION_COUNTS
 from typer.testing import CliRunner
 
 from streamsmith.cli import cli
@@ -36,12 +37,7 @@ SPEC = {
     },
     "flows": {
         "action_counts": {
-            "source": "actions",
-            "sql": "SELECT action, window.start AS window_start, count(*) AS count "
-            "FROM actions GROUP BY window, action",
-            "event_time": {"column": "ts", "lateness": "10 minutes", "window": "1 hour"},
-            "expect": {"known_action": {"sql": "action IN ('open', 'close')",
-                                        "action": "quarantine"}},
+            **ACTION_COUNTS,
             "sinks": {
                 "serving": {"format": "postgres", "table": "action_counts",
                             "output_mode": "update", "key": ["action", "window_start"]},

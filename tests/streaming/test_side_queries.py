@@ -16,6 +16,14 @@ from streamsmith.cli import cli
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.monitor.eventlog import read_events
 
+# The phone actions' hourly counts: a quarantine expectation and a lateness (a late table).
+ACTION_COUNTS = {
+    "source": "actions",
+    "sql": "SELECT action, window.start AS window_start, count(*) AS count "
+    "FROM actions GROUP BY window, action",
+    "event_time": {"column": "ts", "lateness": "10 minutes", "window": "1 hour"},
+    "expect": {"known_action": {"sql": "action IN ('open', 'close')", "action": "quarantine"}},
+}
 SPEC = {
     "name": "actions",
     "storage_root": "data",
@@ -24,17 +32,7 @@ SPEC = {
         "actions": {"format": "jsonl", "path": "input/actions",
                     "schema": "action string, ts timestamp"}
     },
-    "flows": {
-        "action_counts": {
-            "source": "actions",
-            "sql": "SELECT action, window.start AS window_start, count(*) AS count "
-            "FROM actions GROUP BY window, action",
-            "event_time": {"column": "ts", "lateness": "10 minutes", "window": "1 hour"},
-            "expect": {"known_action": {"sql": "action IN ('open', 'close')",
-                                        "action": "quarantine"}},
-            "sink": {"table": "action_counts"},
-        }
-    },
+    "flows": {"action_counts": {**ACTION_COUNTS, "sink": {"table": "action_counts"}}},
 }  # fmt: skip
 LINES = [
     '{"action": "open", "ts": "2026-11-25T10:05:00Z"}',

@@ -257,15 +257,23 @@ def _library_files(folder: Path, pattern: str) -> list[Path]:
 
 def _import_library(file: Path) -> None:
     """Run the library file, again if it ran before (its decorators register into the
-    pipeline being loaded), importable by its name from its folder."""
-    import importlib
+    pipeline being loaded), importable by its name from its folder. Loaded from its own
+    path: a module of the same name another project loaded in this process (a
+    scheduler's, or tests') is not this file."""
+    import importlib.util
     import sys
 
-    loaded = sys.modules.get(file.stem)
-    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == file:
-        importlib.reload(loaded)
-        return
-    load_module(file.stem, f"library file {file}", search=(file.parent,))
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))  # the file's siblings import by name
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    assert spec is not None and spec.loader is not None  # a .py file that exists
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[file.stem] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[file.stem]  # as a failed import leaves it
+        raise
 
 
 def _sql_flow(file: Path, folder: Path, document: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -14,7 +14,6 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from streamsmith.generate.cloudtrail import generate_cloudtrail
 from streamsmith.io.lake import read_table
 
 
@@ -162,53 +161,6 @@ def test_query_on_a_postgres_table_says_where_it_lives_and_leaves_no_warehouse(
     assert_user_error(missing, "nowhere")
     assert not (tmp_path / "spark-warehouse").exists()  # Spark's is under the storage root
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "streamsmith.yml"]
-
-
-def test_generate_run_query_and_backfill(spark: SparkSession, tmp_path: Path) -> None:
-    root = tmp_path / "lake"
-    generated = streamsmith(
-        "generate", "cloudtrail", "--out", str(root / "input/cloudtrail"), "--files", "6",
-        "--records-per-file", "40", "--seed", "4", "--corrupt-fraction", "0.2",
-        cwd=tmp_path, timeout=60,
-    )  # fmt: skip
-    assert generated.returncode == 0, generated.stderr
-    assert generated.stdout.startswith(f"wrote 6 files to {root}/input/cloudtrail")
-    expected = generate_cloudtrail(
-        tmp_path / "same", files=6, records_per_file=40, seed=4, corrupt_fraction=0.2
-    )
-    assert f"{expected.valid_records} valid records" in generated.stdout
-
-    ran = streamsmith("run", "cloudtrail", "--root", str(root), "--trigger", "available-now",
-                      cwd=tmp_path)  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
-    (summary,) = [
-        s for s in ran.stdout.splitlines() if s.startswith("cloudtrail.cloudtrail_events:")
-    ]
-    assert summary.startswith("cloudtrail.cloudtrail_events: 1 batches, ")
-    assert summary.endswith(f" records read, {expected.valid_records} rows written")
-    # Nothing a user cannot act on: the JVM's incubator-module note is filtered out.
-    assert not [line for line in ran.stderr.splitlines() if line.startswith("WARNING")]
-
-    sql = (
-        "SELECT (SELECT count(*) FROM cloudtrail_events) AS events, "
-        "(SELECT count(DISTINCT eventID) FROM cloudtrail_events) AS ids, "
-        "(SELECT count(*) FROM cloudtrail_events_quarantine) AS quarantined"
-    )
-    queried = streamsmith("query", sql, "--root", str(root), "--format", "csv", cwd=tmp_path)
-    assert queried.returncode == 0, queried.stderr
-    assert queried.stdout.splitlines() == [
-        "events,ids,quarantined",
-        f"{expected.valid_records},{expected.valid_records},{expected.quarantine_rows}",
-    ]
-
-    bad_sql = streamsmith("query", "SELECT nope FROM cloudtrail_events", "--root", str(root),
-                          cwd=tmp_path)  # fmt: skip
-    assert_user_error(bad_sql, "query failed:", "nope")
-
-    backfilled = streamsmith("backfill", "cloudtrail", "--root", str(root), cwd=tmp_path)
-    assert backfilled.returncode == 0, backfilled.stderr
-    assert f"cloudtrail_events: {expected.valid_records} rows" in backfilled.stdout
-    assert read_table(spark, root / "backfill/cloudtrail_events").count() == expected.valid_records
 
 
 def test_broker_start_status_topic_create_stop(spark: SparkSession, tmp_path: Path) -> None:

@@ -1,11 +1,10 @@
-"""A bronze -> silver -> gold pipeline as a user runs it: ``dry-run`` draws the flows'
-dependency graph and rejects a cycle in one line; ``run`` carries raw files to the gold
-table in one catch-up; ``run --full-refresh-table`` of the middle table rebuilds it and
-the tables downstream of it."""
+"""A bronze -> silver -> gold pipeline as a user runs it, a process per command (deep):
+``run`` carries raw files to the gold table in one catch-up; ``run --full-refresh-table``
+of the middle table rebuilds it and the tables downstream of it. ``dry-run`` is tested
+in-process (tests/streaming/test_multi_hop.py)."""
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from hops import BIG_ORDERS, BIG_TOTALS, SPEC, TOTALS, deliver, write_project
+from hops import BIG_ORDERS, BIG_TOTALS, TOTALS, deliver, write_project
 
 
 def streamsmith(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -30,37 +29,6 @@ def delta_rows(path: Path) -> list[tuple[Any, ...]]:
     """A Delta table's rows, read from its log without a JVM."""
     table = DeltaTable(str(path)).to_pyarrow_table()
     return sorted(tuple(row.values()) for row in table.to_pylist())
-
-
-def test_dry_run_draws_the_graph_and_rejects_a_cycle(tmp_path: Path) -> None:
-    write_project(tmp_path)
-    shown = streamsmith(tmp_path, "dry-run")
-    assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.rstrip().endswith(
-        "dependency graph (sources -> flows -> what they write; flows start in this order):\n"
-        "  source raw_orders -> cleaned\n"
-        "  cleaned -> table cleaned, quarantine cleaned_quarantine\n"
-        "  cleaned -> totals (table cleaned, appended rows)\n"
-        "  totals -> table totals\n"
-        "  totals -> history (table totals, its change data feed)\n"
-        "  history -> table history\n"
-        # tables no run has created yet stand in empty, in a scratch folder: none is made
-        "analysed by Spark against their sources: flow cleaned, flow totals, flow history"
-    )
-    assert not (tmp_path / "data/tables").exists()
-
-    cyclic = copy.deepcopy(SPEC)
-    cyclic["sources"]["history_feed"] = {"format": "delta", "table": "history"}
-    cyclic["flows"]["cleaned"]["source"] = "history_feed"
-    cyclic["flows"]["cleaned"]["sql"] = "SELECT * FROM history_feed"
-    write_project(tmp_path, cyclic)
-    refused = streamsmith(tmp_path, "dry-run")
-    assert refused.returncode == 2
-    assert refused.stderr.strip() == (
-        "error: flows cleaned -> totals -> history -> cleaned read each other's tables in a "
-        "cycle: a flow can read only the tables of flows that do not read its own; break the "
-        "cycle"
-    )
 
 
 @pytest.mark.deep

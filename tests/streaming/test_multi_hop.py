@@ -4,6 +4,7 @@ the middle table rebuilds the tables downstream of it; a backfill runs hop by ho
 
 from __future__ import annotations
 
+import copy
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,13 @@ from hops import (
     BIG_ORDERS,
     BIG_TOTALS,
     CLEANED,
+    SPEC,
     TOTALS,
     deliver,
     latest_per_customer,
     write_project,
 )
+from inprocess import in_project, invoke
 from streamsmith.config import Trigger
 from streamsmith.io.lake import read_table
 from streamsmith.io.lake_paths import is_delta
@@ -131,3 +134,37 @@ def test_a_full_refresh_of_the_middle_table_rebuilds_the_tables_downstream(
     report = backfill(spark, plan)
     assert report.rows["cleaned"] == 3 and report.rows["totals"] == 3
     assert rows(spark, root / "backfill/totals") == BIG_TOTALS
+
+
+def test_dry_run_draws_the_graph_and_rejects_a_cycle(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_project(monkeypatch, tmp_path)
+    write_project(tmp_path)
+    shown = invoke("dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.rstrip().endswith(
+        "dependency graph (sources -> flows -> what they write; flows start in this order):\n"
+        "  source raw_orders -> cleaned\n"
+        "  cleaned -> table cleaned, quarantine cleaned_quarantine\n"
+        "  cleaned -> totals (table cleaned, appended rows)\n"
+        "  totals -> table totals\n"
+        "  totals -> history (table totals, its change data feed)\n"
+        "  history -> table history\n"
+        # tables no run has created yet stand in empty, in a scratch folder: none is made
+        "analysed by Spark against their sources: flow cleaned, flow totals, flow history"
+    )
+    assert not (tmp_path / "data/tables").exists()
+
+    cyclic = copy.deepcopy(SPEC)
+    cyclic["sources"]["history_feed"] = {"format": "delta", "table": "history"}
+    cyclic["flows"]["cleaned"]["source"] = "history_feed"
+    cyclic["flows"]["cleaned"]["sql"] = "SELECT * FROM history_feed"
+    write_project(tmp_path, cyclic)
+    refused = invoke("dry-run")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "error: flows cleaned -> totals -> history -> cleaned read each other's tables in a "
+        "cycle: a flow can read only the tables of flows that do not read its own; break the "
+        "cycle"
+    )

@@ -18,6 +18,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
+import sdp_cdc
+import sdp_shop
+from inprocess import in_project
 from sdp_expecting import CHECKED_TABLE
 from streamsmith.cli import cli
 from streamsmith.web.server import Dashboard
@@ -118,8 +121,7 @@ def test_status_query_history_graph_check_upgrade_refresh_and_backfill_of_an_sdp
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_project(tmp_path)
-    monkeypatch.delenv("STREAMSMITH_ROOT", raising=False)
-    monkeypatch.chdir(tmp_path / "transformations")  # the project found from a subfolder
+    in_project(monkeypatch, tmp_path / "transformations")  # the project found from a subfolder
     storage = tmp_path / "pipeline-storage"
     tables, backfills = storage / "tables", storage / "backfill"
     ran = streamsmith("run")
@@ -213,3 +215,91 @@ def test_status_query_history_graph_check_upgrade_refresh_and_backfill_of_an_sdp
             ("expectation known_customer failed", "o6"),
             ("expectation positive failed", "o4"),
         ], quarantine
+
+
+def shop_tables(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
+    storage = folder / "pipeline-storage/tables"
+    return {name: rows(storage / name) for name in sdp_shop.DATASETS}
+
+
+def test_dry_run_then_two_catch_ups_in_an_unchanged_sdp_project(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dry-run`` draws the shop project's graph, ``run`` carries the first chunk through
+    every dataset and a second ``run`` only the chunk delivered since (the tables keep
+    their state, unlike SDP's in-memory catalog)."""
+    sdp_shop.write_project(tmp_path)
+    sdp_shop.deliver(tmp_path, 0)
+    in_project(monkeypatch, tmp_path / "transformations")  # the project found from a subfolder
+    shown = "\n".join(streamsmith("dry-run"))
+    assert "source orders_raw_input: read by the flow's own code: json " in shown
+    assert shown.rstrip().endswith(
+        "dependency graph (sources -> flows -> what they write; flows start in this order,"
+        " then the views refresh):\n"
+        "  source orders_raw_input -> orders_raw\n"
+        "  orders_raw -> table orders_raw\n"
+        "  orders_raw -> orders_silver (table orders_raw, appended rows)\n"
+        "  orders_silver -> table orders_silver\n"
+        "  orders_silver -> big_orders (table orders_silver, appended rows)\n"
+        "  big_orders -> table big_orders\n"
+        "  orders_raw -> region_events_eu (table orders_raw, appended rows)\n"
+        "  region_events_eu -> table region_events\n"
+        "  orders_raw -> region_events_us (table orders_raw, appended rows)\n"
+        "  region_events_us -> table region_events\n"
+        "  example_python_materialized_view -> example_sql_materialized_view "
+        "(materialized view, reads view example_python_materialized_view)\n"
+        "  orders_silver -> revenue_by_customer (materialized view, reads table orders_silver)\n"
+        "  customers -> revenue_by_customer (materialized view, reads view customers)"
+    )
+    assert not (tmp_path / "pipeline-storage/tables").exists()
+
+    streamsmith("run")
+    assert shop_tables(tmp_path) == sdp_shop.expected(1)
+
+    sdp_shop.deliver(tmp_path, 1)
+    second = streamsmith("run")
+    assert shop_tables(tmp_path) == sdp_shop.expected(2)
+    assert "shop.orders_raw: 1 batches, 3 records read, 3 rows written" in second
+
+
+ARCHIVE_PY = """\
+from pyspark import pipelines as dp
+
+dp.create_sink("archive", "delta", {"path": spark.conf.get("archive.path")})
+
+
+@dp.append_flow(target="archive")
+def archived():
+    return spark.readStream.table("customer_changes").select("id", "op", "seq")
+
+
+dp.create_streaming_table("seeds")
+
+
+@dp.append_flow(target="seeds", once=True)
+def seeded():
+    return spark.range(2).withColumnRenamed("id", "seed")
+"""
+
+
+def test_run_applies_an_sdp_project_s_auto_cdc_flows_sinks_and_once_flows(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sdp_cdc.write_project(tmp_path)
+    (tmp_path / "transformations/archive.py").write_text(ARCHIVE_PY, encoding="utf-8")
+    spec = tmp_path / "spark-pipeline.yml"
+    archive = tmp_path / "archive"
+    text = spec.read_text("utf-8").replace(
+        "configuration:\n", f"configuration:\n  archive.path: {archive}\n"
+    )
+    spec.write_text(text, "utf-8")
+    sdp_cdc.deliver(tmp_path, 0)
+    sdp_cdc.deliver(tmp_path, 1)
+    in_project(monkeypatch, tmp_path)
+    streamsmith("run")
+    assert sdp_cdc.tables(tmp_path) == sdp_cdc.expected(2)
+    archived = DeltaTable(str(archive)).to_pyarrow_table().to_pylist()
+    events = [(e["id"], e["op"], e["seq"]) for chunk in sdp_cdc.CHANGES for e in chunk]
+    assert sorted((r["id"], r["op"], r["seq"]) for r in archived) == sorted(events)
+    seeds = DeltaTable(str(tmp_path / "storage/tables/seeds")).to_pyarrow_table().to_pylist()
+    assert sorted(r["seed"] for r in seeds) == [0, 1]

@@ -1,15 +1,19 @@
-"""What a user finds in a quarantine after `streamsmith run`: for every reason, the line
-as it arrived and its line number in its file, and a reason that names the field when
-the JSON is well formed but a value does not fit its type (issue 39, items 2 and 3)."""
+"""What a user finds in a quarantine after `streamsmith run` (in-process): for every
+reason, the line as it arrived and its line number in its file, and a reason that names
+the field when the JSON is well formed but a value does not fit its type (issue 39,
+items 2 and 3)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 import yaml
 from deltalake import DeltaTable
-from test_user_pipeline_errors import streamsmith
+from pyspark.sql import SparkSession
+
+from inprocess import in_project, invoke
 
 SPEC = {
     "name": "flights",
@@ -60,14 +64,15 @@ def rows(folder: Path) -> list[dict[str, object]]:
 
 
 def test_quarantine_rows_hold_the_line_as_it_arrived_its_number_and_the_field(
-    tmp_path: Path,
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    in_project(monkeypatch, tmp_path)
     inbox = tmp_path / "data/input/flights"
     inbox.mkdir(parents=True)
     (tmp_path / "streamsmith.yml").write_text(yaml.safe_dump(SPEC))
     (inbox / "2001-01.jsonl").write_text("\n".join(LINES) + "\n")
 
-    result = streamsmith(tmp_path, "run", "--trigger", "available-now")
+    result = invoke("run", "--trigger", "available-now")
 
     assert result.returncode == 0, result.stderr
     table = rows(tmp_path / "data/tables/on_time")
@@ -88,7 +93,7 @@ def test_quarantine_rows_hold_the_line_as_it_arrived_its_number_and_the_field(
     assert all(row["source_file"].endswith("2001-01.jsonl") for row in quarantine)
 
     # A backfill over the same input finds the same lines and numbers.
-    result = streamsmith(tmp_path, "backfill")
+    result = invoke("backfill")
     assert result.returncode == 0, result.stderr
     backfilled = rows_of(tmp_path / "data/backfill/on_time_quarantine")
     assert sorted((row["position"], row["reason"], row["raw"]) for row in backfilled) == found

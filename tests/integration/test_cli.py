@@ -14,6 +14,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from inprocess import in_project, invoke
 from streamsmith.io.lake import read_table
 
 
@@ -163,7 +164,9 @@ def test_query_on_a_postgres_table_says_where_it_lives_and_leaves_no_warehouse(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "streamsmith.yml"]
 
 
-def test_broker_start_status_topic_create_stop(spark: SparkSession, tmp_path: Path) -> None:
+def test_broker_start_status_topic_create_stop(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``broker start`` authenticates: a client that does not log in is refused, while
     streamsmith's own commands and a pipeline's run log in with the broker's secret."""
     from confluent_kafka import KafkaException
@@ -202,7 +205,9 @@ def test_broker_start_status_topic_create_stop(spark: SparkSession, tmp_path: Pa
                                  "sink": {"format": "delta", "table": "clicks"}}},
         }  # fmt: skip
         (tmp_path / "clicks.yml").write_text(yaml.safe_dump(spec))
-        ran = streamsmith("run", "clicks.yml", "--trigger", "available-now", cwd=tmp_path)
+        # The run in this process's session: the commands above are the broker's.
+        in_project(monkeypatch, tmp_path)
+        ran = invoke("run", "clicks.yml", "--trigger", "available-now")
         secret_mode = secret_path(BROKER, address).stat().st_mode & 0o777
     finally:
         stopped = streamsmith("broker", "stop", "--root", root, cwd=tmp_path, timeout=60)

@@ -69,8 +69,9 @@ def main() -> None:
         help="the stateless Kafka -> Kafka rows: real-time, micro-batch, PyFlink, at each --rate",
     )  # fmt: skip
     parser.add_argument(
-        "--stateless-triggers", default="real-time=5s,interval=0s,pyflink",
-        help="the triggers of the --stateless rows; `pyflink` is the PyFlink peer's row",
+        "--stateless-triggers", default="real-time=5s,real-time,interval=0s,pyflink",
+        help="the triggers of the --stateless rows (`real-time`: the default checkpoint "
+        "interval, 60 s); `pyflink` is the PyFlink peer's row",
     )  # fmt: skip
     parser.add_argument("--seconds", type=int, default=180, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=40, help="seconds left out at the start")

@@ -18,8 +18,10 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 from crashing import batch_ids, kill_mid_batch, spawn, wait_until
+from pyspark.sql import SparkSession
 from test_cli import streamsmith
 
+from inprocess import in_project, invoke
 from streamsmith.io.kafka.broker import EmbeddedBroker
 
 Produce = Callable[..., None]
@@ -58,15 +60,19 @@ def spec_file(tmp_path: Path, bootstrap: str, topic: str, **sink: Any) -> Path:
     return path
 
 
-def test_dry_run_shows_the_real_time_plan_or_refuses_in_one_line(tmp_path: Path) -> None:
+def test_dry_run_shows_the_real_time_plan_or_refuses_in_one_line(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process's session: the plan's text and the refusal are the point."""
+    in_project(monkeypatch, tmp_path)
     path = spec_file(tmp_path, "127.0.0.1:9", "clicks")
-    shown = streamsmith("dry-run", str(path), cwd=tmp_path, timeout=120)
+    shown = invoke("dry-run", str(path))
     assert shown.returncode == 0, shown.stderr
     assert "trigger real-time=5s" in shown.stdout
     assert "rejects to kafka topic clicks-out.dead-letter" in shown.stdout
 
     postgres = "flows.fast.sink={format: postgres, table: fast, key: [key]}"
-    refused = streamsmith("dry-run", str(path), "--set", postgres, cwd=tmp_path, timeout=120)
+    refused = invoke("dry-run", str(path), "--set", postgres)
     assert refused.returncode != 0
     message = [line for line in refused.stderr.splitlines() if "real-time" in line]
     assert len(message) == 1, refused.stderr

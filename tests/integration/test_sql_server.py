@@ -34,6 +34,11 @@ def beeline_refusal(port: int, login: list[str]) -> str:
 def test_jdbc_clients_see_lake_tables_and_a_running_query_memory_table(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    # As a pipeline reading a broker with a SASL login leaves the JVM: Kafka's PLAIN
+    # provider registered, which must not take the JDBC logins.
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.kafka.common.security.plain.internals.PlainSaslServerProvider.initialize()
     write_table(
         spark.createDataFrame([("a", 3), ("b", 4)], "user string, n long"),
         table_path(tmp_path, "user_totals"),

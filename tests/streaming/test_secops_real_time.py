@@ -47,7 +47,7 @@ def test_outside_logins_reach_the_alerts_topic_in_real_time(
         "sources.auth.options.subscribe=secops-auth",
         "sources.auth.options.startingOffsets=earliest",
         "flows.outside_logins.enabled=true",
-        "flows.outside_logins.trigger=real-time",
+        "flows.outside_logins.trigger=real-time=5s",  # a report every 5 s, not every minute
     ]
     plan = build_plan(app, load_spec(app.default_spec, sets=sets, storage_root=str(tmp_path)))
     flow = next(flow for flow in plan.flows if flow.name == "outside_logins")

@@ -9,7 +9,7 @@ import pytest
 
 from streamsmith.config import SparkSpec
 from streamsmith.spark import jars, jvm_archive
-from streamsmith.spark.session import default_conf
+from streamsmith.spark.session import default_conf, merged_conf
 
 
 @pytest.fixture
@@ -35,6 +35,11 @@ def test_a_built_archive_is_mapped_by_every_session(cache: Path) -> None:
     options = default_conf(SparkSpec())["spark.driver.extraJavaOptions"].split()
     assert options[0].startswith("-Dlog4j2.configurationFile=")
     assert options[1:] == [f"-XX:SharedArchiveFile={archive}"]
+    # A spec's own JVM options come after streamsmith's, which stay.
+    spec_conf = {"spark.driver.extraJavaOptions": "-XX:+UseParallelGC", "spark.driver.memory": "1g"}
+    merged = merged_conf(default_conf(SparkSpec()), spec_conf)
+    assert merged["spark.driver.extraJavaOptions"].split() == [*options, "-XX:+UseParallelGC"]
+    assert merged["spark.driver.memory"] == "1g"
 
 
 def test_off_or_another_classpath_starts_without_it(

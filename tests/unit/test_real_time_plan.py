@@ -52,7 +52,7 @@ def plan_for(tmp_path: Path, doc: dict[str, Any]) -> Plan:
 
 
 def test_real_time_trigger_parses_with_its_checkpoint_interval() -> None:
-    assert parse_trigger("real-time") == Trigger("real-time", 5.0)
+    assert parse_trigger("real-time") == Trigger("real-time", 60.0)
     assert parse_trigger("real_time=10s") == Trigger("real-time", 10.0)
     assert str(parse_trigger("real-time=10s")) == "real-time=10s"
     assert parse_trigger("real-time=10s").spark_kwargs() == {"realTime": "10000 milliseconds"}
@@ -72,12 +72,12 @@ def test_a_kafka_to_kafka_filter_runs_in_update_mode_with_a_dead_letter_topic(
     assert (output.role, output.output_mode, str(output.trigger)) == (
         "main",
         "update",
-        "real-time=5s",
+        "real-time=60s",
     )
     assert output.dead_letter_topic == "fast-clicks.dead-letter"
     text = describe_plan(plan)
     assert (
-        "trigger real-time=5s" in text and "rejects to kafka topic fast-clicks.dead-letter" in text
+        "trigger real-time=60s" in text and "rejects to kafka topic fast-clicks.dead-letter" in text
     )
 
 
@@ -165,7 +165,7 @@ def test_the_how_to_pipeline_turns_real_time_by_its_trigger_alone(tmp_path: Path
     changed = {**yaml.safe_load(blocks[0]), **yaml.safe_load(blocks[1])}
     [output] = plan_for(tmp_path, changed).outputs
     assert (str(output.trigger), output.dead_letter_topic) == (
-        "real-time=5s",
+        "real-time=60s",
         "ad-views.dead-letter",
     )
     shown = re.search(r"```\n(  topic query .*?)```", page.read_text(), flags=re.DOTALL)

@@ -81,7 +81,16 @@ def start_thrift_server(spark: SparkSession) -> Any:
     Connect this raises ``PySparkAttributeError``: the server has to be started on the
     Connect server's side instead.
     """
-    server_class = _jvm(spark).org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
+    jvm = _jvm(spark)
+    # Logins go through the JVM's first SASL provider for PLAIN. A Kafka client with a
+    # SASL login (any pipeline reading `streamsmith broker start`'s broker) registers
+    # Kafka's, which checks Kafka's users: once it came first, every JDBC login failed
+    # ("credentials for user could not be verified"). Hive's goes first.
+    auth = jvm.org.apache.hive.service.auth
+    hive_plain = getattr(auth, "PlainSaslServer$SaslPlainProvider")()
+    jvm.java.security.Security.removeProvider(hive_plain.getName())
+    jvm.java.security.Security.insertProviderAt(hive_plain, 1)
+    server_class = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
     return server_class.startWithContext(spark._jsparkSession.sqlContext())
 
 

@@ -34,7 +34,7 @@ import shutil
 import sys
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -159,6 +159,23 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
     return conf
 
 
+# Conf whose value is a list of options: the spec's adds to streamsmith's, after it (a
+# JVM takes the last of two same flags), so a spec's GC flag keeps the log configuration
+# and the class archive.
+_APPENDED = ("spark.driver.extraJavaOptions",)
+
+
+def merged_conf(
+    ours: dict[str, str], spec_conf: Mapping[str, str | int | float | bool]
+) -> dict[str, str]:
+    """streamsmith's conf with the spec's over it (the spec's JVM options after ours)."""
+    merged = dict(ours)
+    for key, value in spec_conf.items():
+        text = _conf_str(value)
+        merged[key] = f"{ours[key]} {text}" if key in _APPENDED and key in ours else text
+    return merged
+
+
 def _quiet_query_context_logs() -> None:
     """PySpark logs every analysis error it raises (an unknown column or table) as a JSON
     record with the JVM's stack trace, before the error reaches its caller; streamsmith
@@ -196,8 +213,7 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(spec.master).appName(app_name)
-    conf = default_conf(spec)
-    conf.update({key: _conf_str(value) for key, value in spec.conf.items()})
+    conf = merged_conf(default_conf(spec), spec.conf)
     starting = SparkContext._active_spark_context is None  # a JVM is about to start
     hidden = {key: value for key, value in conf.items() if starting and is_credential(key)}
     for key, value in conf.items():

@@ -9,6 +9,9 @@ side in one session (the setting is a SQL conf), in alternating rounds: ``--comm
 appends of 10 rows, then 10 reads, then 5 MERGEs of 5 rows, each on a fresh table.
 
     .venv/bin/python benchmarks/delta_snapshot_partitions.py --rounds 3
+
+``--setting KEY=VALUE`` times another Delta SQL conf the same way, against the session's
+value (e.g. ``spark.databricks.delta.writeChecksumFile.enabled=false``).
 """
 
 from __future__ import annotations
@@ -59,20 +62,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--commits", type=int, default=15)
+    parser.add_argument("--setting", help="KEY=VALUE against the session's own value")
     args = parser.parse_args()
+    key, settings = DELTA_SNAPSHOT_PARTITIONS, SETTINGS
+    if args.setting:
+        key, value = args.setting.split("=", 1)
+        settings = {"the session's": None, args.setting: value}
     spark = build_session(SparkSpec(master="local[2]", log_level="ERROR"), "delta-partitions")
     root = Path(tempfile.mkdtemp(prefix="delta-partitions-"))
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in SETTINGS}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in settings}
+    kept = spark.conf.get(key, None)
     tables = iter(range(1_000_000))
 
     def run(name: str, value: str | None) -> None:
-        if value is None:
-            spark.conf.unset(DELTA_SNAPSHOT_PARTITIONS)
+        if value is None and (args.setting is None or kept is None):
+            spark.conf.unset(key)
         else:
-            spark.conf.set(DELTA_SNAPSHOT_PARTITIONS, value)
+            spark.conf.set(key, value if value is not None else kept)
         results[name].append(small_table_work(spark, root / f"t{next(tables)}", args.commits))
 
-    actions = {name: (lambda n=name, v=value: run(n, v)) for name, value in SETTINGS.items()}
+    actions = {name: (lambda n=name, v=value: run(n, v)) for name, value in settings.items()}
     timed_rounds(args.rounds, actions)
     print(f"local[2], {args.rounds} rounds, median seconds; {args.commits} appends of 10 "
           "rows, 10 reads, 5 merges of 5 rows")  # fmt: skip

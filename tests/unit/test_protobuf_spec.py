@@ -134,7 +134,7 @@ def test_a_real_time_flow_with_protobuf_values_is_refused_at_dry_run(
         if on == "source"
         else "its kafka sink encodes Protobuf values in Python (mapInArrow)"
     )
-    assert f"has trigger real-time=5s, but {why}" in shown, output
+    assert f"has trigger real-time=60s, but {why}" in shown, output
     assert "Real-time Mode does not run: use interval=<duration>" in shown
 
 

@@ -146,7 +146,7 @@ def test_what_several_sinks_cannot_do_is_refused_naming_the_flow(tmp_path: Path)
     real_time["sources"]["actions"] = {"format": "kafka", "options": {"subscribe": "actions"},
                                        "schema": "action string, ts timestamp"}  # fmt: skip
     with pytest.raises(
-        UserError, match="has 2 sinks, but trigger real-time=5s runs a flow as one query"
+        UserError, match="has 2 sinks, but trigger real-time=60s runs a flow as one query"
     ):
         plan_of(tmp_path, real_time)
     clash = changed(sinks={"main": {"table": "a"}, "b": {"table": "b"}}, expect=None)

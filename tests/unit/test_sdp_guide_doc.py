@@ -14,4 +14,4 @@ def test_the_programming_guide_section_shows_the_tested_examples() -> None:
     blocks = re.findall(r"```(python|sql)\n(.*?)```", text, re.DOTALL)
     assert [kind for kind, _ in blocks] == ["python"]
     assert blocks[0][1] in sdp_guide.PROJECTS["python"]["ingestion_st.py"]
-    assert ".format(\"kafka\")" not in sdp_guide.PROJECTS["python"]["querying.py"]
+    assert '.format("kafka")' not in sdp_guide.PROJECTS["python"]["querying.py"]

@@ -14,16 +14,9 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from test_sdp_reference import DELTA, SDP
 
 from sdp_guide import DATASETS, write_project
-
-ROOT = Path(__file__).resolve().parents[2]
-SDP = ROOT / ".venv-sdp/bin/spark-pipelines"
-DELTA = (
-    "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
-    "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "--conf", "spark.sql.sources.default=delta",
-)  # fmt: skip
 
 
 def run(folder: Path, command: list[str]) -> subprocess.CompletedProcess[str]:

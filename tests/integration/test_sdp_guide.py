@@ -51,6 +51,14 @@ def test_the_guide_s_examples_give_spark_pipelines_tables(tmp_path: Path, projec
         write_project(folder, project)
     ran = run(ours, [sys.executable, "-m", "streamsmith", "run"])
     assert ran.returncode == 0, ran.stderr[-3000:]
+    if project == "sql":  # the guide's `INSERT INTO t SELECT`: SDP 4.2 wants `BY NAME`
+        refused = run(theirs, [str(SDP), *DELTA, "run"])
+        said = refused.stdout + refused.stderr
+        assert "Only INSERT INTO by name flows supported" in said, said[-3000:]
+        flows = theirs / "transformations/customers_us.sql"
+        text = flows.read_text("utf-8")
+        assert text.count("INSERT INTO customers_us\n") == 2
+        flows.write_text(text.replace("INTO customers_us\n", "INTO customers_us BY NAME\n"))
     reference = run(theirs, [str(SDP), *DELTA, "run"])
     assert "Run is COMPLETED" in reference.stdout + reference.stderr, reference.stdout[-3000:]
     names = DATASETS[project]

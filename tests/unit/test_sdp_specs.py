@@ -358,6 +358,18 @@ def test_the_guide_s_snippets_are_the_tested_projects(section: str, code: tuple[
         assert snippet in project
 
 
+@pytest.mark.parametrize("by_name", [" BY NAME", ""])
+def test_insert_into_with_or_without_by_name_is_a_flow_into_the_table(by_name: str) -> None:
+    sql = (
+        "CREATE STREAMING TABLE t;\n"
+        f"CREATE FLOW a AS INSERT INTO t{by_name}\nSELECT * FROM STREAM(west);\n"
+        f"CREATE FLOW b AS INSERT INTO ONCE t{by_name} SELECT 1 AS by_name"
+    )
+    _table, a, b = sql_elements(sql, Path("t/x.sql"), session=None)  # type: ignore[arg-type]
+    assert (type(a), a.name, a.target) == (Flow, "a", "t")
+    assert (type(b), b.name, b.target) == (OnceFlow, "b", "t")
+
+
 def test_a_once_flow_in_sql_and_the_sinks_streamsmith_writes() -> None:
     sql = "CREATE STREAMING TABLE t;\nCREATE FLOW old AS INSERT INTO ONCE t BY NAME SELECT 1 AS a"
     _table, once = sql_elements(sql, Path("t/x.sql"), session=None)  # type: ignore[arg-type]

@@ -3,12 +3,13 @@
 Supported: ``CREATE [OR REFRESH] STREAMING TABLE t [(schema)] [COMMENT '...']
 [TBLPROPERTIES (...)] [PARTITIONED BY (...)] [AS query]`` (a query reading
 ``STREAM(x)`` or ``STREAM x``), ``CREATE [OR REFRESH] MATERIALIZED VIEW v ... AS query``,
-``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO [ONCE] t BY NAME
-query``, ``CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) ...``
-(:func:`_auto_cdc`) and ``SET key = value`` (a Spark setting for the statements after it
-in the file), several per file. Anything else is an error naming the file and line. Parentheses,
-clause lists and AUTO CDC's clauses are found among Spark SQL's tokens (sqlglot's
-tokenizer), so what a string, a quoted name or a comment holds is never syntax.
+``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO [ONCE] t [BY NAME]
+query`` (by name either way; SDP 4.2 refuses it without ``BY NAME``), ``CREATE FLOW f
+AS AUTO CDC INTO t FROM STREAM(s) KEYS (...) ...`` (:func:`_auto_cdc`) and ``SET key =
+value`` (a Spark setting for the statements after it in the file), several per file.
+Anything else is an error naming the file and line. Parentheses, clause lists and AUTO
+CDC's clauses are found among Spark SQL's tokens (sqlglot's tokenizer), so what a
+string, a quoted name or a comment holds is never syntax.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _DATASET = re.compile(
 )
 _FLOW = re.compile(
     r"CREATE\s+FLOW\s+" + _NAME + r"(?:\s+COMMENT\s+'((?:[^']|'')*)')?\s+AS\s+INSERT\s+INTO\s+"
-    r"(ONCE\s+)?" + _NAME + r"\s+BY\s+NAME\s+(.+)",
+    r"(ONCE\s+)?" + _NAME + r"(?:\s+BY\s+NAME)?\s+(.+)",
     re.IGNORECASE | re.DOTALL,
 )  # fmt: skip
 _AUTO_CDC = re.compile(

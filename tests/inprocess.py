@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from streamsmith.cli import cli
 from streamsmith.errors import UserError
+from streamsmith.runtime.runner import PipelineError
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,12 @@ class Ran:
 
 
 def invoke(*args: str) -> Ran:
-    """``streamsmith ARGS``; an error other than a user's mistake is raised as is."""
+    """``streamsmith ARGS``; an error other than a user's mistake (exit 2) or a failed
+    run (exit 1) is raised as is."""
     result = CliRunner().invoke(cli, list(args))
-    if isinstance(result.exception, UserError):
-        return Ran(2, result.stdout, f"{result.stderr}error: {result.exception}\n")
+    for kind, code in ((UserError, 2), (PipelineError, 1)):
+        if isinstance(result.exception, kind):
+            return Ran(code, result.stdout, f"{result.stderr}error: {result.exception}\n")
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Ran(result.exit_code, result.stdout, result.stderr)

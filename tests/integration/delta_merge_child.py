@@ -15,7 +15,8 @@ import signal
 import sys
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from streamsmith.config import SparkSpec
 from streamsmith.io import delta
@@ -28,6 +29,13 @@ def run(source: str, checkpoint: str, table: str, mode: str, kill_at: str) -> No
     spark = build_session(
         SparkSpec(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}), "delta-crash"
     )
+    start(spark, source, checkpoint, table, mode, kill_at).awaitTermination()
+
+
+def start(
+    spark: SparkSession, source: str, checkpoint: str, table: str, mode: str, kill_at: str
+) -> StreamingQuery:
+    """The query, started in ``spark`` (a restart runs in the test's own session)."""
     path = Path(table)
     rows = spark.readStream.schema("key string, amount long").option("maxFilesPerTrigger", 1)
     rows = rows.json(source)
@@ -46,14 +54,13 @@ def run(source: str, checkpoint: str, table: str, mode: str, kill_at: str) -> No
         if batch_id == int(kill_at):  # the Delta commit is made, the checkpoint's is not
             os.kill(os.getpid(), signal.SIGKILL)
 
-    query = (
+    return (
         totals.writeStream.outputMode(mode)
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .foreachBatch(write)
         .start()
     )
-    query.awaitTermination()
 
 
 if __name__ == "__main__":

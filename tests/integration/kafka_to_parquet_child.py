@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import sys
 
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
 from streamsmith.config import SparkSpec, parse_trigger
 from streamsmith.io.kafka.source import SOURCE_NAME, register_kafka_source
 from streamsmith.spark.session import build_session
@@ -18,6 +21,19 @@ def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str, *op
     spark = build_session(
         SparkSpec(master="local[2]", conf={"spark.sql.shuffle.partitions": 2}), "kafka-crash"
     )
+    start(spark, bootstrap, topic, out, checkpoint, trigger, *options).awaitTermination()
+
+
+def start(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    out: str,
+    checkpoint: str,
+    trigger: str,
+    *options: str,
+) -> StreamingQuery:
+    """The query, started in ``spark`` (a restart runs in the test's own session)."""
     register_kafka_source(spark)
     records = (
         spark.readStream.format(SOURCE_NAME)
@@ -29,13 +45,12 @@ def run(bootstrap: str, topic: str, out: str, checkpoint: str, trigger: str, *op
         .load()
         .select("partition", "offset", "value")
     )
-    query = (
+    return (
         records.writeStream.format("parquet")
         .option("checkpointLocation", checkpoint)
         .trigger(**parse_trigger(trigger).spark_kwargs())
         .start(out)
     )
-    query.awaitTermination()
 
 
 if __name__ == "__main__":

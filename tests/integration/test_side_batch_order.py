@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from pyspark.sql import SparkSession
-from tests.integration.test_cli import streamsmith
 
+from inprocess import in_project, invoke
 from streamsmith.io.lake import read_table
 
 SPEC = {
@@ -36,7 +37,7 @@ SPEC = {
 
 
 def test_a_record_rejected_on_the_retry_of_a_failed_batch_is_quarantined(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     changes = [{"id": i % 20, "name": f"name-{i}", "seq": i} for i in range(1, 251)]
     changes.insert(100, {"id": 3, "name": "no sequence"})
@@ -45,12 +46,13 @@ def test_a_record_rejected_on_the_retry_of_a_failed_batch_is_quarantined(
     (tmp_path / "input/changes/a.jsonl").write_text(lines)
     (tmp_path / "spec.yml").write_text(yaml.safe_dump(SPEC))
     run = ("run", "spec.yml", "--trigger", "available-now")
+    in_project(monkeypatch, tmp_path)
 
-    failed = streamsmith(*run, "--set", "sources.changes.required=[]", cwd=tmp_path)
+    failed = invoke(*run, "--set", "sources.changes.required=[]")
     assert failed.returncode == 1, failed.stderr
     assert "cdc.sequence_by 'seq' is null" in failed.stderr
 
-    retried = streamsmith(*run, cwd=tmp_path)
+    retried = invoke(*run)
     assert retried.returncode == 0, retried.stderr
     assert "251 records read, 250 rows written" in retried.stdout, retried.stdout
     assert "crm.customers.quarantine: 1 batches, 1 records quarantined" in retried.stdout

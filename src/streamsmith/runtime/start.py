@@ -228,10 +228,15 @@ def _in_spec(plan: Plan, key: tuple[str, ...]) -> bool:
     return key[-1] in plan.spec.flows[key[1]].expect
 
 
-def start_queries(spark: SparkSession, plan: Plan) -> Started:
+def start_queries(spark: SparkSession, plan: Plan, *, check: bool = True) -> Started:
     """Start one named streaming query per output of every flow (unsupervised: tests and
-    the harness drive them with ``processAllAvailable``)."""
-    prepare_flows(spark, plan)
+    the harness drive them with ``processAllAvailable``); without ``check``, the flows
+    are not analysed first (:func:`check_user_flows`: the caller has checked the same
+    flows, e.g. in an earlier split or before a restart)."""
+    if check:
+        prepare_flows(spark, plan)
+    else:
+        create_read_tables(spark, plan)
     outcomes = together([partial(start_flow, spark, plan, f) for f in plan.flows])
     started: Started = [q for o in outcomes if not isinstance(o, BaseException) for q in o]
     failed = [o for o in outcomes if isinstance(o, BaseException)]

@@ -181,11 +181,11 @@ def test_broker_start_status_topic_create_stop(
         assert started.returncode == 0, started.stderr
         port = int(started.stdout.split("127.0.0.1:")[1].split()[0])
         address = f"127.0.0.1:{port}"
-        again = streamsmith("broker", "start", "--root", root, cwd=tmp_path, timeout=60)
-        status = streamsmith("broker", "status", "--root", root, cwd=tmp_path, timeout=60)
-        created = streamsmith(
-            "topic", "create", "events", "--partitions", "3", "--root", root, cwd=tmp_path
-        )
+        # The commands after the start in this process: the broker's own process is the
+        # point, not theirs.
+        again = invoke("broker", "start", "--root", root)
+        status = invoke("broker", "status", "--root", root)
+        created = invoke("topic", "create", "events", "--partitions", "3", "--root", root)
         with pytest.raises(KafkaException):  # no login: not even the topics are listed
             AdminClient({"bootstrap.servers": address}).list_topics(timeout=10)
         topics = AdminClient(librdkafka_login({"bootstrap.servers": address})).list_topics(
@@ -194,8 +194,8 @@ def test_broker_start_status_topic_create_stop(
         (tmp_path / "clicks.jsonl").write_text(
             "".join(json.dumps({"user": f"u{i}", "n": i}) + "\n" for i in range(7))
         )
-        produced = streamsmith("topic", "produce", "events", "clicks.jsonl", "--root", root,
-                               cwd=tmp_path)  # fmt: skip
+        produced = invoke("topic", "produce", "events", str(tmp_path / "clicks.jsonl"),
+                          "--root", root)  # fmt: skip
         spec = {
             "name": "clicks", "storage_root": "data", "kafka": {"bootstrap_servers": address},
             "sources": {"clicks": {"format": "kafka", "schema": "user string, n int",
@@ -210,8 +210,8 @@ def test_broker_start_status_topic_create_stop(
         ran = invoke("run", "clicks.yml", "--trigger", "available-now")
         secret_mode = secret_path(BROKER, address).stat().st_mode & 0o777
     finally:
-        stopped = streamsmith("broker", "stop", "--root", root, cwd=tmp_path, timeout=60)
-    after = streamsmith("broker", "status", "--root", root, cwd=tmp_path, timeout=60)
+        stopped = invoke("broker", "stop", "--root", root)
+    after = invoke("broker", "status", "--root", root)
 
     assert f"broker running on 127.0.0.1:{port}" in again.stdout  # idempotent
     assert status.stdout.strip() == f"broker running on 127.0.0.1:{port}"

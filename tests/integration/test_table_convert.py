@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from inprocess import invoke
 from streamsmith.config import Trigger
 from streamsmith.errors import UserError
 from streamsmith.io.lake import read_table, table_path
@@ -63,11 +62,7 @@ def test_a_converted_table_keeps_committed_batches_and_its_stream_resumes_exactl
     checkpoint = tmp_path / "data/checkpoints/orders/kept"
     (checkpoint / "commits/1").unlink()
 
-    converted = subprocess.run(
-        [sys.executable, "-m", "streamsmith", "table", "convert", "kept", "--root",
-         str(tmp_path / "data")],
-        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
-    )  # fmt: skip
+    converted = invoke("table", "convert", "kept", "--root", str(tmp_path / "data"))
     assert converted.returncode == 0, converted.stderr
     assert "kept: a Delta table of 4 files, partitioned by big" in converted.stdout
     assert "resumes after batch 1 once its sink says format: delta" in converted.stdout

@@ -55,6 +55,7 @@ from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text
 from streamsmith.runtime.start import start_flow, start_queries
 from streamsmith.transforms.events import WINDOW_END, WINDOW_START, RecordParser
+from streamsmith.transforms.multiset import multiset_difference
 from streamsmith.transforms.quarantine import REJECT_REASON, accepted
 
 __all__ = [
@@ -425,7 +426,7 @@ def _compare(
     )
     touched = _touched(spark, late, rule, expected) if late is not None and rule else None
     streamed = servable(streamed).select(*expected.columns)  # nested columns as JSON, as expected
-    difference = _difference(expected, streamed, touched)
+    difference = multiset_difference(expected, streamed, touched)
     return FlowResult(
         flow=flow.name if output.name is None else f"{flow.name}.{output.name}",
         seed=split_seed,
@@ -435,56 +436,6 @@ def _compare(
         missing=difference.missing,
         unexpected=difference.unexpected,
     )
-
-
-@dataclass(frozen=True)
-class _Difference:
-    compared: int  # rows of the batch result compared
-    excluded: int  # rows of both sides left out: keys a dropped late event touched
-    missing: tuple[str, ...]
-    unexpected: tuple[str, ...]
-
-
-_SHOWN = 20  # rows of each kind a failed comparison shows
-_EXPECTED, _STREAMED, _TOUCHED = "__expected_rows", "__streamed_rows", "__touched"
-
-
-def _difference(expected: DataFrame, streamed: DataFrame, touched: DataFrame | None) -> _Difference:
-    """Both sides as multisets of rows, in two Spark jobs over one aggregate (a count, an
-    anti join and two ``exceptAll``s took up to eight): rows of keys in ``touched`` are
-    counted as excluded, not compared (a key with a null is never touched, as in a join)."""
-    columns = expected.columns
-    both = expected.select(*columns, F.lit(1).alias(_EXPECTED)).union(
-        streamed.select(*columns, F.lit(0).alias(_EXPECTED))
-    )
-    if touched is None:
-        both = both.withColumn(_TOUCHED, F.lit(False))
-    else:
-        marked = touched.select(*touched.columns, F.lit(True).alias(_TOUCHED))
-        both = both.join(marked, touched.columns, "left").select(
-            *columns, _EXPECTED, F.coalesce(F.col(_TOUCHED), F.lit(False)).alias(_TOUCHED)
-        )
-    side = F.col(_EXPECTED) == 1
-    grouped = both.groupBy(*columns).agg(
-        F.sum(side.cast("long")).alias(_EXPECTED),
-        F.sum((~side).cast("long")).alias(_STREAMED),
-        F.max(F.col(_TOUCHED)).alias(_TOUCHED),
-    )
-    kept, rows = ~F.col(_TOUCHED), F.col(_EXPECTED) + F.col(_STREAMED)
-    totals = grouped.agg(
-        F.sum(F.when(kept, F.col(_EXPECTED)).otherwise(0)),
-        F.sum(F.when(~kept, rows).otherwise(0)),
-    ).first()
-    differing = grouped.where(kept & (F.col(_EXPECTED) != F.col(_STREAMED)))
-    missing: list[str] = []
-    unexpected: list[str] = []
-    for row in differing.limit(4 * _SHOWN).collect():
-        text = str(tuple(row[: len(columns)]))
-        surplus = row[_EXPECTED] - row[_STREAMED]
-        found = missing if surplus > 0 else unexpected
-        found.extend([text] * min(abs(surplus), _SHOWN - len(found)))
-    compared, excluded = (int(value or 0) for value in (totals or (0, 0)))
-    return _Difference(compared, excluded, tuple(missing), tuple(unexpected))
 
 
 Feed = Callable[[int, Sequence[bytes]], None]

@@ -27,6 +27,7 @@ from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.lake import replace_static_table, table_path
 from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
 from streamsmith.testing import check_prefix_integrity
+from streamsmith.transforms.multiset import multiset_difference
 
 SPLITS = int(os.environ.get("STREAMSMITH_SPLITS", "1"))
 ACTION_FLOWS = ("action_counts", "action_counts_sliding")
@@ -168,11 +169,9 @@ def test_secops_structured_logs_equal_the_batch_result_for_every_split(
 def test_the_comparison_counts_each_row_and_leaves_out_what_late_events_touched(
     spark: SparkSession,
 ) -> None:
-    """The harness's comparison (``_difference``): rows as multisets (a duplicate is a
+    """The harness's comparison: rows as multisets (a duplicate is a
     difference), keys touched by a dropped late event left out of both sides and
     counted, a null key never touched."""
-    from streamsmith.testing import _difference
-
     schema = "k string, n long"
     expected = spark.createDataFrame(
         [("a", 1), ("b", 2), ("b", 2), ("c", 3), ("t", 9), (None, 4)], schema
@@ -181,10 +180,10 @@ def test_the_comparison_counts_each_row_and_leaves_out_what_late_events_touched(
         [("a", 1), ("b", 2), ("c", 3), ("c", 3), ("d", 5), ("t", 8), (None, 4)], schema
     )
     touched = spark.createDataFrame([("t",), (None,)], "k string")
-    found = _difference(expected, streamed, touched)
+    found = multiset_difference(expected, streamed, touched)
     assert (found.compared, found.excluded) == (5, 2)  # t on both sides left out
     assert found.missing == ("('b', 2)",)
     assert sorted(found.unexpected) == ["('c', 3)", "('d', 5)"]
 
-    same = _difference(expected, expected, None)
+    same = multiset_difference(expected, expected, None)
     assert (same.compared, same.excluded, same.missing, same.unexpected) == (6, 0, (), ())

@@ -306,3 +306,65 @@ def test_lakeflow_expectation_decorators_warn_drop_and_quarantine_with_counts(
     main, quarantine = queries["decorated.checked"], queries["decorated.checked.quarantine"]
     # 5 read = 2 written + 2 quarantined + 1 dropped
     assert (main.input_rows, main.output_rows, quarantine.output_rows) == (5, 2, 2)
+
+
+SETTINGS_PY = """\
+from pyspark import pipelines as dp
+
+
+@dp.table(table_properties={"quality": "bronze", "delta.appendOnly": "true"},
+          cluster_by=["customer"])
+def orders():
+    schema = "order_id string, customer string, amount double"
+    return spark.readStream.schema(schema).json(spark.conf.get("orders.input"))
+
+
+@dp.materialized_view(table_properties={"quality": "gold"}, cluster_by=["customer"])
+def by_customer():
+    return spark.read.table("orders").groupBy("customer").count()
+"""
+
+SETTINGS_SQL = """\
+CREATE STREAMING TABLE big TBLPROPERTIES ('quality' = 'silver') CLUSTER BY (order_id)
+AS SELECT * FROM STREAM(orders) WHERE amount > 100;
+"""
+
+
+def test_table_properties_and_clustering_are_set_on_the_delta_tables(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    orders_project(
+        tmp_path, "settings", ORDERS, {"orders.py": SETTINGS_PY, "big.sql": SETTINGS_SQL}
+    )
+
+    def declared(name: str) -> tuple[dict[str, str], list[str]]:
+        path = tmp_path / "storage/tables" / name
+        (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+        found = DeltaTable(str(path)).metadata().configuration
+        assert found == detail.properties  # delta-rs reads what Spark wrote
+        return found, list(detail.clusteringColumns)
+
+    catch_up(spark, tmp_path)
+    assert declared("orders") == ({"quality": "bronze", "delta.appendOnly": "true"}, ["customer"])
+    assert declared("by_customer") == ({"quality": "gold"}, ["customer"])
+    assert declared("big") == ({"quality": "silver"}, ["order_id"])
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        return DeltaTable(str(tmp_path / "storage/tables" / name)).to_pyarrow_table().to_pylist()
+
+    assert [row["order_id"] for row in rows("big")] == ["c"]
+
+    by_customer = sorted((r["customer"] or "", r["count"]) for r in rows("by_customer"))
+    assert by_customer == [("", 1), ("c1", 1), ("c2", 1), ("c3", 1), ("c4", 1)]
+
+    # Partitions and clustering together are refused as the project loads, in one line.
+    code = tmp_path / "flows/orders.py"
+    code.write_text(
+        SETTINGS_PY.replace(
+            'cluster_by=["customer"])\ndef orders',
+            'cluster_by=["customer"], partition_cols=["customer"])\ndef orders',
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError, match="'orders' sets both partition_cols and cluster_by"):
+        load_project(tmp_path / "spark-pipeline.yml", spark=spark)

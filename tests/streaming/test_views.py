@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
@@ -157,3 +158,49 @@ def test_the_scheduler_refreshes_a_view_on_its_cron(spark: SparkSession, tmp_pat
     assert refreshed == [("by_customer", "30 10 * * *", 2), ("big_spenders", "30 10 * * *", 1)]
     table = spark.read.format("delta").load(str(plan.root / "tables/by_customer"))
     assert sorted(tuple(r) for r in table.collect()) == [("ann", 1, 10), ("bob", 1, 5)]
+
+
+def test_declared_properties_and_clustering_hold_through_run_refresh_and_backfill(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    document = shop_spec(materialized_views={
+        "by_customer": {"sql": "SELECT customer, sum(amount) AS amount FROM orders "
+                               "GROUP BY customer",
+                        "cluster_by": ["customer"], "properties": {"quality": "gold"}},
+    })  # fmt: skip
+    document["flows"]["orders"]["sink"].update(
+        cluster_by=["customer"], properties={"quality": "silver", "delta.appendOnly": "true"}
+    )
+    spec = write_project(tmp_path, document)
+    deliver(tmp_path, 0, DELIVERIES[0])
+    plan = invoke("dry-run", str(spec), "--plan-only")
+    assert "clustered by customer, properties delta.appendOnly=true, quality=silver" in plan
+    invoke("run", str(spec))
+    invoke("backfill", str(spec))
+
+    def declared(path: Path) -> tuple[dict[str, str], list[str], int]:
+        (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+        return detail.properties, list(detail.clusteringColumns), detail.numFiles > 0
+
+    silver = {"quality": "silver", "delta.appendOnly": "true"}
+    gold = ({"quality": "gold"}, ["customer"], True)
+    assert declared(tmp_path / "data/tables/orders") == (silver, ["customer"], True)
+    assert declared(tmp_path / "data/tables/by_customer") == gold
+    backfilled = tmp_path / "data/backfill/orders"
+    assert declared(backfilled) == (silver, ["customer"], True)
+
+    # A changed value is set on the next run; the view's refresh keeps its clustering.
+    document["flows"]["orders"]["sink"]["properties"]["quality"] = "checked"
+    spec.write_text(yaml.safe_dump(document))
+    deliver(tmp_path, 1, DELIVERIES[1])
+    invoke("run", str(spec))
+    checked = {**silver, "quality": "checked"}
+    assert declared(tmp_path / "data/tables/orders") == (checked, ["customer"], True)
+    assert declared(tmp_path / "data/tables/by_customer") == gold
+    totals = spark.read.format("delta").load(str(tmp_path / "data/tables/by_customer")).collect()
+    assert sorted(tuple(row) for row in totals) == [("ann", 10), ("bob", 12), ("cid", 2)]
+
+    document["flows"]["orders"]["sink"]["partition_by"] = ["customer"]
+    spec.write_text(yaml.safe_dump(document))
+    with pytest.raises(UserError, match="partitioned or clustered, not both"):
+        build_plan(*load_pipeline(spec))

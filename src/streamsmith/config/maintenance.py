@@ -116,4 +116,10 @@ class MaterializedViewSpec(StrictModel):
         default=None, description='cron (UTC): refresh on it too, e.g. "0 * * * *"'
     )
     partition_by: tuple[str, ...] = Field(default=(), description="the table's partition columns")
+    cluster_by: tuple[str, ...] = Field(
+        default=(), description="the table's liquid-clustering columns (instead of partitions)"
+    )
+    properties: dict[str, str] = Field(
+        default={}, description="Delta table properties, e.g. delta.logRetentionDuration"
+    )
     description: str = Field(default="", description="shown by dry-run")

@@ -85,10 +85,12 @@ def create_tables(
     events: DataFrame,
     rules: ChangeRules,
     partition_by: Sequence[str] = (),
+    settings: delta.TableSettings = delta.NO_SETTINGS,
 ) -> None:
-    """The table and its state table, typed from the events (a stream or a batch)."""
+    """The table (with its declared ``settings``) and its state table, typed from the
+    events (a stream or a batch)."""
     typed = changes(events, rules).schema
-    delta.create_table(spark, path, table_schema(typed, rules.scd_type), partition_by)
+    delta.create_table(spark, path, table_schema(typed, rules.scd_type), partition_by, settings)
     if _logs_changes(rules):
         state = typed
     else:

@@ -16,8 +16,9 @@ a replayed batch must for Spark to report it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -32,20 +33,67 @@ APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 
 
+@dataclass(frozen=True)
+class TableSettings:
+    """What a table declares beyond its columns and partitions: Delta table properties
+    and liquid-clustering columns (Spark Declarative Pipelines' ``table_properties`` and
+    ``cluster_by``). Declared, they hold on every run: a changed value is set on the
+    existing table (a property no longer declared is left as it is)."""
+
+    properties: Mapping[str, str] = field(default_factory=dict)
+    cluster_by: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.properties or self.cluster_by)
+
+
+NO_SETTINGS = TableSettings()
+
+
 def create_table(
-    spark: SparkSession, path: Path, schema: StructType, partition_by: Sequence[str] = ()
+    spark: SparkSession,
+    path: Path,
+    schema: StructType,
+    partition_by: Sequence[str] = (),
+    settings: TableSettings = NO_SETTINGS,
 ) -> None:
     """Create an empty Delta table at ``path`` with ``schema`` unless one exists, so the
-    table can be queried (and merged into) before its first batch. A Parquet table
-    already there (the lake's format before Delta) is refused, not mixed in."""
+    table can be queried (and merged into) before its first batch; an existing one gets
+    the ``settings`` it lacks. A Parquet table already there (the lake's format before
+    Delta) is refused, not mixed in."""
     from delta.tables import DeltaTable
 
     refuse_parquet(path)
-
+    if settings and is_delta(path):
+        apply_settings(spark, path, settings)
+        return
     builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
+    if settings.cluster_by:
+        builder = builder.clusterBy(*settings.cluster_by)
+    for key, value in settings.properties.items():
+        builder = builder.property(key, value)
     builder.execute()
+
+
+def apply_settings(spark: SparkSession, path: Path, settings: TableSettings) -> None:
+    """Set on the table at ``path`` the declared properties it lacks or holds another
+    value of, and its clustering columns when they differ (one commit each, only on a
+    change: the properties are read from the log without a JVM)."""
+    from deltalake import DeltaTable
+
+    table = f"delta.{_quoted(str(path))}"
+    held = DeltaTable(str(path), storage_options=storage_options(path)).metadata().configuration
+    changed = {k: v for k, v in settings.properties.items() if held.get(k) != v}
+    if changed:
+        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in changed.items())
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
+    if settings.cluster_by:
+        (detail,) = spark.sql(f"DESCRIBE DETAIL {table}").select("clusteringColumns").collect()
+        if tuple(detail[0] or ()) != settings.cluster_by:
+            columns = ", ".join(map(_quoted, settings.cluster_by))
+            spark.sql(f"ALTER TABLE {table} CLUSTER BY ({columns})")
 
 
 def applied_version(path: Path, app_id: str) -> int | None:
@@ -149,13 +197,23 @@ def append_batch(
 
 
 def overwrite_table(
-    frame: DataFrame, path: Path, partition_by: Sequence[str] = (), *, append: bool = False
+    frame: DataFrame,
+    path: Path,
+    partition_by: Sequence[str] = (),
+    *,
+    append: bool = False,
+    settings: TableSettings = NO_SETTINGS,
 ) -> None:
-    """Replace the whole table with ``frame`` (a backfill), its schema included; a
-    Parquet folder an earlier version left there is removed first. With ``append``,
-    add ``frame`` to the table instead (a further flow's backfill into it)."""
+    """Replace the whole table with ``frame`` (a backfill, a materialized view's
+    refresh), its schema included; a Parquet folder an earlier version left there is
+    removed first. With ``append``, add ``frame`` to the table instead (a further flow's
+    backfill into it). A table with ``settings`` is replaced by one statement that
+    declares them: Delta's overwrite keeps the properties but drops the clustering."""
     if is_table(path) and not is_delta(path):
         remove_tree(path)
+    if settings and not append:
+        _replace_with(frame, path, partition_by, settings)
+        return
     writer = frame.write.format("delta").mode("append" if append else "overwrite")
     if not append:
         writer = writer.option("overwriteSchema", "true")
@@ -175,5 +233,33 @@ def refuse_parquet(path: Path) -> None:
         )
 
 
+def _replace_with(
+    frame: DataFrame, path: Path, partition_by: Sequence[str], settings: TableSettings
+) -> None:
+    """``CREATE OR REPLACE TABLE`` at ``path`` as ``frame``, with ``settings`` (one commit)."""
+    view = f"_streamsmith_replace_{abs(hash((str(path), id(frame))))}"
+    layout = ""
+    if partition_by:
+        layout += f" PARTITIONED BY ({', '.join(map(_quoted, partition_by))})"
+    if settings.cluster_by:
+        layout += f" CLUSTER BY ({', '.join(map(_quoted, settings.cluster_by))})"
+    if settings.properties:
+        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in settings.properties.items())
+        layout += f" TBLPROPERTIES ({pairs})"
+    frame.createOrReplaceTempView(view)
+    try:
+        frame.sparkSession.sql(
+            f"CREATE OR REPLACE TABLE delta.{_quoted(str(path))} USING delta{layout} "
+            f"AS SELECT * FROM {view}"
+        )
+    finally:
+        frame.sparkSession.catalog.dropTempView(view)
+
+
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

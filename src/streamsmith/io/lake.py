@@ -208,11 +208,13 @@ def write_table(
     table_format: TableFormat = "delta",
     *,
     append: bool = False,
+    settings: delta.TableSettings = delta.NO_SETTINGS,
 ) -> None:
     """Replace a table with a batch DataFrame (backfill); with ``append``, add it (a
-    further flow's backfill into the table)."""
+    further flow's backfill into the table). ``settings``: a Delta table's declared
+    properties and clustering."""
     if table_format == "delta":
-        delta.overwrite_table(frame, path, partition_by, append=append)
+        delta.overwrite_table(frame, path, partition_by, append=append, settings=settings)
         return
     writer = frame.write.mode("append" if append else "overwrite").format("parquet")
     if partition_by:

@@ -12,6 +12,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import spark_duration
 from streamsmith.errors import UserError
+from streamsmith.io.delta import NO_SETTINGS, TableSettings
 from streamsmith.transforms.expectations import Expectation
 
 Transform = Callable[..., DataFrame]
@@ -151,6 +152,7 @@ class ViewDefinition:
     description: str = ""
     partition_by: tuple[str, ...] = ()
     once_into: str | None = None
+    settings: TableSettings = NO_SETTINGS  # its Delta table's properties and clustering
 
 
 @dataclass(frozen=True)

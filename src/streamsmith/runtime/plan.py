@@ -27,6 +27,7 @@ from streamsmith.config import (
     parse_trigger,
 )
 from streamsmith.errors import UserError
+from streamsmith.io.delta import TableSettings
 from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_READERS
 from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.io.schema_store import schema_dir
@@ -358,6 +359,7 @@ def _views(spec: PipelineSpec, flows: list[FlowPlan], app: App) -> tuple[ViewPla
                 flows=frozenset(),
                 schedule=view.schedule,
                 partition_by=view.partition_by,
+                settings=TableSettings(view.properties, view.cluster_by),
                 description=view.description,
             )
         )
@@ -370,6 +372,7 @@ def _views(spec: PipelineSpec, flows: list[FlowPlan], app: App) -> tuple[ViewPla
                 reads=coded.reads,
                 flows=frozenset(),
                 partition_by=coded.partition_by,
+                settings=coded.settings,
                 description=coded.description,
                 query=coded.query,
                 once=coded.once_into is not None,

@@ -25,7 +25,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamsmith.errors import UserError
-from streamsmith.io.delta import append_batch, applied_version, overwrite_table
+from streamsmith.io.delta import (
+    NO_SETTINGS,
+    TableSettings,
+    append_batch,
+    applied_version,
+    overwrite_table,
+)
 from streamsmith.io.lake import lake_tables, read_table
 from streamsmith.monitor.recorder import first_line
 from streamsmith.object_store import storage_options
@@ -47,6 +53,7 @@ class ViewPlan:
     flows: frozenset[str]  # the flows whose tables it reads, directly or through views
     schedule: str | None = None
     partition_by: tuple[str, ...] = ()
+    settings: TableSettings = NO_SETTINGS  # the table's Delta properties and clustering
     description: str = ""
     # The view's query as code (``App.views``), which reads the tables itself; else ``sql``.
     query: Callable[[SparkSession], DataFrame] | None = None
@@ -123,7 +130,7 @@ def refresh(
                     if name in tables:
                         read_table(spark, tables[name]).createOrReplaceTempView(name)
                 result = spark.sql(view.sql)
-            overwrite_table(result, view.path, view.partition_by)
+            overwrite_table(result, view.path, view.partition_by, settings=view.settings)
         except Exception as exc:  # recorded and returned: callers alert or fail the run
             message = f"refresh of materialized view {view.name} failed: {first_line(str(exc))}"
             log.warning(message, exc_info=True)

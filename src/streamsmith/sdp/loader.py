@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from streamsmith.config import PipelineSpec, deep_merge, load_spec, read_spec_yaml
 from streamsmith.config.sdp_project import SdpProject, read_project
 from streamsmith.errors import UserError
+from streamsmith.io.delta import NO_SETTINGS, TableSettings
 from streamsmith.io.sources.declared import READS
 from streamsmith.runtime.app import (
     App,
@@ -141,6 +142,7 @@ def _plan_parts(
         assert isinstance(output, Table | Sink)
         description = output.comment or f"{graph.kind(flow.target)} {flow.target} ({flow.where})"
         partitions = tuple(output.partition_cols or ()) if isinstance(output, Table) else ()
+        settings = _table_settings(output, flow.where)
         if flow.once:
             views.append(_once_flow(frames, flow, output, found, description, partitions))
             continue
@@ -167,6 +169,7 @@ def _plan_parts(
                     reads=(*found.batch, *found.streamed),
                     description=description,
                     partition_by=partitions,
+                    settings=settings,
                 )
             )
             continue
@@ -184,11 +187,7 @@ def _plan_parts(
             source = f"{flow.name}_input"
             reads = ", ".join(found.external) or "its own reads"
             sources[source] = {"format": "sdp", "options": {READS: reads}}
-        sink: dict[str, Any] = {"format": "delta", "table": flow.target}
-        if isinstance(output, Sink):
-            sink = sink_spec(output, graph.where(output.source_code_location))
-        if partitions:
-            sink["partition_by"] = list(partitions)
+        sink = _sink_block(graph, flow, output, partitions, settings)
         flows[flow.name] = {"source": source, "sink": sink, "description": description}
         if flow.cdc is not None:
             flows[flow.name]["cdc"] = flow.cdc.cdc_block(found.schema.names)
@@ -211,6 +210,41 @@ def _plan_parts(
             )
         )
     return definitions, views, sources, flows
+
+
+def _sink_block(
+    graph: DeclaredGraph,
+    flow: DeclaredFlow,
+    output: Table | Sink,
+    partitions: tuple[str, ...],
+    settings: TableSettings,
+) -> dict[str, Any]:
+    """The spec's ``sink`` of a streaming flow: its table, laid out as declared, or the
+    sink ``dp.create_sink`` made."""
+    sink: dict[str, Any] = {"format": "delta", "table": flow.target}
+    if isinstance(output, Sink):
+        sink = sink_spec(output, graph.where(output.source_code_location))
+    if partitions:
+        sink["partition_by"] = list(partitions)
+    if settings.properties:
+        sink["properties"] = dict(settings.properties)
+    if settings.cluster_by:
+        sink["cluster_by"] = list(settings.cluster_by)
+    return sink
+
+
+def _table_settings(output: Table | Sink, where: str) -> TableSettings:
+    """The Delta table properties and clustering columns a table declares (a sink
+    declares none); partitions and clustering together are refused, as Delta does."""
+    if not isinstance(output, Table):
+        return NO_SETTINGS
+    if output.partition_cols and output.cluster_by:
+        raise UserError(
+            f"{where}: {output.name!r} sets both partition_cols and cluster_by: a Delta "
+            "table is partitioned or clustered, not both"
+        )
+    properties = {str(k): str(v) for k, v in (output.table_properties or {}).items()}
+    return TableSettings(properties, tuple(output.cluster_by or ()))
 
 
 def _check_same_changes(first: FlowFacts, flow: FlowFacts) -> None:

@@ -1,7 +1,7 @@
 """SDP's SQL dialect: the statements of a ``.sql`` library file as graph elements.
 
 Supported: ``CREATE [OR REFRESH] STREAMING TABLE t [(schema)] [COMMENT '...']
-[TBLPROPERTIES (...)] [PARTITIONED BY (...)] [AS query]`` (a query reading
+[TBLPROPERTIES (...)] [PARTITIONED BY (...) | CLUSTER BY (...)] [AS query]`` (a query reading
 ``STREAM(x)`` or ``STREAM x``), ``CREATE [OR REFRESH] MATERIALIZED VIEW v ... AS query``,
 ``CREATE TEMPORARY VIEW v AS query``, ``CREATE FLOW f AS INSERT INTO [ONCE] t [BY NAME]
 query`` (by name either way; SDP 4.2 refuses it without ``BY NAME``), ``CREATE FLOW f
@@ -168,18 +168,18 @@ def sql_elements(text: str, file: Path, session: PipelineSession) -> list[Output
             raise UserError(f"{where}: unsupported SQL statement: {_first_words(body)}")
         kind, name = " ".join(match.group(1).upper().split()), match.group(2).strip("`")
         rest = body[match.end() :].strip()
-        schema, comment, properties, partitions, query = _clauses(rest, where, body)
+        schema, comment, properties, partitions, clusters, query = _clauses(rest, where, body)
         schema, expectations = _expectations(schema, where)
         if kind == "TEMPORARY VIEW":
-            if schema or properties or partitions:
+            if schema or properties or partitions or clusters:
                 raise UserError(f"{where}: a temporary view takes only COMMENT and AS query")
             found.append(TemporaryView(name, comment, location))
         else:
             cls: type[ExpectingTable | ExpectingView] = (
                 ExpectingTable if kind == "STREAMING TABLE" else ExpectingView
             )
-            partitioned = partitions or None
-            table = cls(name, comment, location, properties, partitioned, None, schema, None)
+            partitioned, clustered = partitions or None, clusters or None
+            table = cls(name, comment, location, properties, partitioned, clustered, schema, None)
             found.append(replace(table, expectations=expectations))
         if query is None:
             if kind != "STREAMING TABLE":
@@ -280,12 +280,13 @@ def _names(text: str, where: str) -> list[str]:
 
 def _clauses(
     rest: str, where: str, body: str
-) -> tuple[str | None, str | None, dict[str, str], list[str], str | None]:
-    """(schema DDL, comment, table properties, partition columns, query) of what follows
-    a dataset's name."""
+) -> tuple[str | None, str | None, dict[str, str], list[str], list[str], str | None]:
+    """(schema DDL, comment, table properties, partition columns, clustering columns,
+    query) of what follows a dataset's name."""
     schema = comment = query = None
     properties: dict[str, str] = {}
     partitions: list[str] = []
+    clusters: list[str] = []
     if rest.startswith("("):
         inner, rest = _parenthesised(rest, where)
         schema = inner
@@ -300,16 +301,18 @@ def _clauses(
                 for pair in _split_top(inner, where):
                     key, _, value = pair.partition("=")
                     properties[key.strip().strip("'\"`")] = value.strip().strip("'\"")
-            elif clause == "PARTITIONED BY":
-                partitions = [c.strip().strip("`") for c in _split_top(inner, where)]
             else:
-                raise UserError(f"{where}: CLUSTER BY is not supported by streamsmith yet")
+                columns = [c.strip().strip("`") for c in _split_top(inner, where)]
+                if clause == "PARTITIONED BY":
+                    partitions = columns
+                else:
+                    clusters = columns
         elif match := _AS.match(rest):
             query = rest[match.end() :]
             rest = ""
         else:
             raise UserError(f"{where}: unsupported SQL here: {_first_words(rest)}")
-    return schema, comment, properties, partitions, query
+    return schema, comment, properties, partitions, clusters, query
 
 
 def _expectations(schema: str | None, where: str) -> tuple[str | None, tuple[Expecting, ...]]:

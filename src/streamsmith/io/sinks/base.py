@@ -30,6 +30,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.config import CdcSpec, PipelineSpec, StrictModel, Trigger
 from streamsmith.errors import UserError
+from streamsmith.io.delta import NO_SETTINGS, TableSettings
 from streamsmith.io.lake import (
     TableFormat,
     read_table,
@@ -174,6 +175,11 @@ class Sink(ABC):
         return "delta"
 
     @property
+    def table_settings(self) -> TableSettings:
+        """The Delta table properties and clustering the sink declares (its backfill's too)."""
+        return NO_SETTINGS
+
+    @property
     def spark_name(self) -> str | None:
         """The name Spark must know the query by, when the sink decides it."""
         return None
@@ -243,7 +249,14 @@ class Sink(ABC):
         """Replace the table at ``path`` with ``frame``, the flow's output over all its
         input as one batch (``streamsmith backfill``); with ``append``, add it: the table
         is another flow's too, and that flow's backfill wrote it first."""
-        write_table(frame, path, self.partition_by, self.table_format, append=append)
+        write_table(
+            frame,
+            path,
+            self.partition_by,
+            self.table_format,
+            append=append,
+            settings=self.table_settings,
+        )
 
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         """The sink's current content as a batch frame, for tests (``streamsmith.testing``);

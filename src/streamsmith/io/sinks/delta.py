@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,6 +30,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.errors import UserError
 from streamsmith.io import cdc, delta
+from streamsmith.io.delta import TableSettings
 from streamsmith.io.sinks.base import (
     ALL_MODES,
     LakeBackedSink,
@@ -43,13 +44,16 @@ from streamsmith.transforms.cdc import ChangeRules
 
 
 class DeltaOptions(LakeTableOptions):
-    """``table``: the lake table's name; ``partition_by``: its partition columns;
-    ``keys``: the columns an update-mode flow merges on (one row per key); ``path``: an
-    absolute path (or ``file://`` URI) to keep the table at instead of under the storage
-    root, as a Spark Declarative Pipelines Delta sink names one: the pipeline does not
-    own such a table, so a full refresh leaves it alone."""
+    """``table``: the lake table's name; ``partition_by``: its partition columns (or
+    ``cluster_by``: its liquid-clustering columns); ``properties``: Delta table
+    properties set on it; ``keys``: the columns an update-mode flow merges on (one row per
+    key); ``path``: an absolute path (or ``file://`` URI) to keep the table at instead of
+    under the storage root, as a Spark Declarative Pipelines Delta sink names one: the
+    pipeline does not own such a table, so a full refresh leaves it alone."""
 
     partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    properties: dict[str, str] = Field(default_factory=dict)
     keys: tuple[str, ...] = ()
     path: str | None = None
 
@@ -64,6 +68,11 @@ class DeltaOptions(LakeTableOptions):
     def _keys_once(self) -> DeltaOptions:
         if len(set(self.keys)) != len(self.keys):
             raise ValueError(f"keys repeat a column: {list(self.keys)}")
+        if self.partition_by and self.cluster_by:
+            raise ValueError(
+                "a Delta table is partitioned or clustered, not both: "
+                "set partition_by or cluster_by"
+            )
         return self
 
 
@@ -83,6 +92,10 @@ class DeltaSink(LakeBackedSink):
         return self.options.partition_by
 
     @property
+    def table_settings(self) -> TableSettings:
+        return TableSettings(self.options.properties, self.options.cluster_by)
+
+    @property
     def lake_path(self) -> Path:
         path = self.options.path
         return super().lake_path if path is None else Path(path.removeprefix("file://"))
@@ -95,6 +108,11 @@ class DeltaSink(LakeBackedSink):
         cdc = self.context.cdc
         if cdc is not None:
             merged = f", changes applied on {', '.join(cdc.keys)} (scd type {cdc.scd_type})"
+        if self.options.cluster_by:
+            merged += f", clustered by {', '.join(self.options.cluster_by)}"
+        if self.options.properties:
+            pairs = sorted(self.options.properties.items())
+            merged += f", properties {', '.join(f'{k}={v}' for k, v in pairs)}"
         return f"delta {self.lake_path}{merged}"
 
     def refuses_mode(self, mode: OutputMode) -> str | None:
@@ -114,7 +132,11 @@ class DeltaSink(LakeBackedSink):
         return None
 
     def named_columns(self) -> dict[str, tuple[str, ...]]:
-        return {**super().named_columns(), "keys": self.options.keys}
+        return {
+            **super().named_columns(),
+            "keys": self.options.keys,
+            "cluster_by": self.options.cluster_by,
+        }
 
     def check(self, frame: DataFrame) -> None:
         """Besides the named columns, a cdc flow's rules over the output: the columns
@@ -143,9 +165,9 @@ class DeltaSink(LakeBackedSink):
         path = at or self.lake_path
         rules = self.change_rules(frame)
         if rules is not None:  # the table a cdc flow keeps, with its state beside it
-            cdc.create_tables(spark, path, frame, rules, self.partition_by)
+            cdc.create_tables(spark, path, frame, rules, self.partition_by, self.table_settings)
         else:
-            delta.create_table(spark, path, frame.schema, self.partition_by)
+            delta.create_table(spark, path, frame.schema, self.partition_by, self.table_settings)
         return True
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:

@@ -237,7 +237,7 @@ def test_dry_run_then_two_catch_ups_in_an_unchanged_sdp_project(
         "dependency graph (sources -> flows -> what they write; flows start in this order,"
         " then the views refresh):\n"
         "  source orders_raw_input -> orders_raw\n"
-        "  orders_raw -> table orders_raw\n"
+        "  orders_raw -> table orders_raw, quarantine orders_raw_quarantine\n"
         "  orders_raw -> orders_silver (table orders_raw, appended rows)\n"
         "  orders_silver -> table orders_silver\n"
         "  orders_silver -> big_orders (table orders_silver, appended rows)\n"

@@ -368,3 +368,69 @@ def test_table_properties_and_clustering_are_set_on_the_delta_tables(
     )
     with pytest.raises(UserError, match="'orders' sets both partition_cols and cluster_by"):
         load_project(tmp_path / "spark-pipeline.yml", spark=spark)
+
+
+REJECTING_PY = """\
+from pyspark import pipelines as dp
+
+
+@dp.table
+@dp.expect_or_quarantine("known_customer", "customer IS NOT NULL")
+def orders():
+    schema = "order_id string, customer string, amount double"
+    return spark.readStream.schema(schema).json(spark.conf.get("orders.input"))
+
+
+@dp.table
+def refunds():  # a row malformed in a column the flow leaves out is malformed still
+    reader = spark.readStream.format("csv").option("header", "true")
+    schema = "refund_id string, amount double"
+    return reader.schema(schema).load(spark.conf.get("refunds.input")).select("refund_id")
+
+
+@dp.table
+def dropping():  # the user's own choice of mode stands
+    schema = "order_id string, customer string, amount double"
+    reader = spark.readStream.schema(schema).option("mode", "DROPMALFORMED")
+    return reader.json(spark.conf.get("orders.input")).select("order_id")
+"""
+
+
+def test_records_a_streaming_table_s_own_read_rejects_go_to_its_quarantine(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    orders = ORDERS.splitlines(keepends=True)
+    orders_project(
+        tmp_path, "rejecting", "".join([*orders[:2], "{not json\n"]), {"r.py": REJECTING_PY}
+    )
+    (tmp_path / "refunds").mkdir()
+    (tmp_path / "refunds/1.csv").write_text("refund_id,amount\nr1,5\nr2,lots\n", encoding="utf-8")
+    spec = tmp_path / "spark-pipeline.yml"
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace(
+            "configuration: {", f"configuration: {{refunds.input: {tmp_path}/refunds, "
+        ),
+        encoding="utf-8",
+    )
+    report = catch_up(spark, tmp_path)
+    tables = tmp_path / "storage/tables"
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        return DeltaTable(str(tables / name)).to_pyarrow_table().to_pylist()
+
+    assert [row["order_id"] for row in rows("orders")] == ["a"]
+    held = sorted(rows("orders_quarantine"), key=lambda row: row["reason"])
+    assert [(row["reason"], row["source_file"] or "") for row in held] == [
+        ("expectation known_customer failed", ""),
+        ("malformed JSON line", f"file:{tmp_path}/input/1.json"),
+    ]
+    assert held[1]["raw"] == "{not json"
+    assert rows("refunds") == [{"refund_id": "r1"}]
+    (refused,) = rows("refunds_quarantine")
+    assert (refused["reason"], refused["raw"]) == ("malformed CSV row", "r2,lots")
+    assert sorted(row["order_id"] for row in rows("dropping")) == ["a", "b"]
+    assert not (tables / "dropping_quarantine").exists()
+    queries = {query.name: query for query in report.queries}
+    # 3 read = 1 written + 2 quarantined (1 malformed, 1 failing its expectation)
+    main, quarantine = queries["rejecting.orders"], queries["rejecting.orders.quarantine"]
+    assert (main.input_rows, main.output_rows, quarantine.output_rows) == (3, 1, 2)

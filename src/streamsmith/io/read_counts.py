@@ -5,12 +5,15 @@ files. The reader counts, per batch, the files read (``FILES_READ``: Spark's inp
 and the lines made of them (``LINES_READ``: its records), each in a field ``READ_COUNT``;
 ``monitor.progress.records_read`` puts the lines in the files' place. Each read of a
 source has its own number after the prefix: a metric's name is unique in a query, which
-may read two such sources. Names only, without Spark: the monitor reads them from a
-progress report's JSON.
+may read two such sources. ``REREAD`` counts the rows of a second scan of an input
+another scan of the same query counts already (an SDP flow's rejects,
+``sdp.rejects``), which Spark's input rows count twice. Names only, without Spark: the
+monitor reads them from a progress report's JSON.
 """
 
 from __future__ import annotations
 
 FILES_READ = "streamsmith_files_read_"
 LINES_READ = "streamsmith_lines_read_"
+REREAD = "streamsmith_reread_"
 READ_COUNT = "rows"

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from streamsmith.io.read_counts import FILES_READ, LINES_READ, READ_COUNT
+from streamsmith.io.read_counts import FILES_READ, LINES_READ, READ_COUNT, REREAD
 from streamsmith.transforms.expectations import EXPECTATIONS_METRIC, ROWS
 
 # Spark reports this watermark before the first event time is seen.
@@ -83,7 +83,8 @@ def records_read(progress: Mapping[str, Any]) -> int:
     """The records a batch read: counted as its main query parsed them, rejected ones
     too, where it does so (a flow with a quarantine or late table); else Spark's input
     rows, with the lines of files of lines in place of the files (``io.files``: Spark
-    counts a file read whole as one row). Spark's input rows are fewer where it pushes a
+    counts a file read whole as one row) and without the rows a second scan of one input
+    read again (``REREAD``). Spark's input rows are fewer where it pushes a
     filter into a JSON or CSV reader (flows that parse no more than their filter lets
     through: see ``runtime.frames``)."""
     observed = progress.get("observedMetrics") or {}
@@ -91,7 +92,8 @@ def records_read(progress: Mapping[str, Any]) -> int:
     if isinstance(flow, Mapping) and flow.get(RECORDS_READ) is not None:
         return int(flow[RECORDS_READ])
     files, lines = _counted(observed, FILES_READ), _counted(observed, LINES_READ)
-    return max(0, int(progress.get("numInputRows") or 0) - files) + lines
+    twice = _counted(observed, REREAD)
+    return max(0, int(progress.get("numInputRows") or 0) - files - twice) + lines
 
 
 def _counted(observed: Mapping[str, Any], prefix: str) -> int:

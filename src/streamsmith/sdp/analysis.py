@@ -45,6 +45,7 @@ class FlowFacts:
     batch: tuple[str, ...]  # ... and as tables
     external: tuple[str, ...]  # what else it reads ("json /data/orders")
     table_schema: StructType | None = None  # an AUTO CDC flow's table's, when not `schema`
+    rejects: bool = False  # whether its file reads can reject records (sdp.rejects)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def analyse(graph: DeclaredGraph, spark: SparkSession, root: Path) -> dict[str, 
             cycle = " -> ".join([*analysing[analysing.index(flow.name) :], flow.name])
             raise UserError(f"{flow.where}: flows read each other's datasets in a cycle: {cycle}")
         analysing.append(flow.name)
-        reads = Reads()
+        reads = Reads(rejects=[])
         try:
             with _user_errors(graph, flow):
                 frame = frames.frame(spark, flow, reads, stand_in)
@@ -132,7 +133,7 @@ def analyse(graph: DeclaredGraph, spark: SparkSession, root: Path) -> dict[str, 
         facts[flow.name] = FlowFacts(
             flow, frame.isStreaming, schema, tuple(dict.fromkeys(reads.streamed)),
             tuple(dict.fromkeys(reads.batch)), tuple(dict.fromkeys(reads.external)),
-            table_schema,
+            table_schema, bool(reads.rejects),
         )  # fmt: skip
         return facts[flow.name]
 

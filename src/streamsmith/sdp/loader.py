@@ -37,7 +37,8 @@ from streamsmith.runtime.app import (
 )
 from streamsmith.sdp.analysis import FlowFacts, GraphFrames, analyse
 from streamsmith.sdp.graph import DeclaredFlow, DeclaredGraph, load_graph
-from streamsmith.sdp.session import PipelineSession
+from streamsmith.sdp.rejects import with_rejects
+from streamsmith.sdp.session import PipelineSession, Reads
 from streamsmith.sdp.sql import ExpectingView
 from streamsmith.spark.session import build_session
 from streamsmith.transforms.expectations import Expectation
@@ -201,7 +202,7 @@ def _plan_parts(
                 name=flow.name,
                 transform=_stream_transform(frames, flow, lineage=quarantines),
                 description=description,
-                quarantine=quarantines,
+                quarantine=quarantines or found.rejects,
                 record_late=False,
                 streams=tuple(StreamInput(table, _as_read) for table in streamed[1:]),
                 appends_with_others=True,  # append flows, or AUTO CDC flows, into one table
@@ -332,7 +333,8 @@ def _expectations(output: Table | Sink, flow: DeclaredFlow) -> tuple[Expectation
 
 
 def _stream_transform(frames: GraphFrames, flow: DeclaredFlow, *, lineage: bool) -> Transform:
-    """The flow's transform: its function's frame (which reads its input itself). With
+    """The flow's transform: its function's frame (which reads its input itself), with
+    the records its JSON and CSV reads reject (``streamsmith.sdp.rejects``). With
     ``lineage`` (a flow quarantining by its expectations), each row carries what its
     quarantine record keeps: the row as JSON for its raw payload, and no source file
     (the function's own read does not say which one). In a backfill (``backfill``, a
@@ -340,11 +342,12 @@ def _stream_transform(frames: GraphFrames, flow: DeclaredFlow, *, lineage: bool)
     backfills."""
 
     def transform(events: DataFrame, backfill: bool = False, **_streams: DataFrame) -> DataFrame:
-        frame = frames.frame(events.sparkSession, flow, backfill=backfill)
-        if not lineage:
-            return frame
-        row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
-        return frame.select("*", row.alias(RAW), F.lit(None).cast("string").alias(SOURCE_FILE))
+        reads = Reads(rejects=[])
+        frame = frames.frame(events.sparkSession, flow, reads, backfill=backfill)
+        if lineage:
+            row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
+            frame = frame.select("*", row.alias(RAW), F.lit(None).cast("string").alias(SOURCE_FILE))
+        return with_rejects(frame, reads.rejects) if reads.rejects else frame
 
     transform.__qualname__ = f"sdp flow {flow.name} ({flow.where})"
     return transform

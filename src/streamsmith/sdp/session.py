@@ -21,6 +21,15 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from streamsmith.sdp.rejects import (
+    CORRUPT,
+    CORRUPT_OPTION,
+    CSV_PUSHDOWN,
+    rejectable,
+    split,
+    widened,
+)
+
 # (name as written, streaming) -> the dataset's frame, or None for a name not the pipeline's.
 Resolve = Callable[[str, bool], DataFrame | None]
 
@@ -31,11 +40,13 @@ _LOADS = ("load", "json", "csv", "parquet", "orc", "text", "xml", "table")
 @dataclass
 class Reads:
     """What one flow's function read: the pipeline's datasets (streamed or not) and
-    anything else, as ``format path`` texts."""
+    anything else, as ``format path`` texts. With ``rejects`` (a list), its JSON and CSV
+    file reads keep their malformed records there (``streamsmith.sdp.rejects``)."""
 
     streamed: list[str] = field(default_factory=list)
     batch: list[str] = field(default_factory=list)
     external: list[str] = field(default_factory=list)
+    rejects: list[DataFrame] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,8 @@ class _Reader:
         self._session = session
         self._streaming = streaming
         self._format = ""
+        self._schema: Any = None
+        self._options: dict[str, Any] = {}
 
     def table(self, name: str) -> DataFrame:
         return self._session._table(name, streaming=self._streaming)
@@ -166,13 +179,34 @@ class _Reader:
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            result = method(*args, **kwargs)
+            if name == "schema":
+                self._schema = args[0] if args else kwargs.get("schema")
+            elif name in ("option", "options"):
+                self._options.update(dict([args]) if name == "option" else kwargs)
             if name in _LOADS:
                 path = args[0] if args else kwargs.get("path", "")
                 self._session._reads.external.append(f"{self._format or name} {path}".strip())
+                return self._load(method, name, args, kwargs)
+            result = method(*args, **kwargs)
             if result is self._reader or type(result) is type(self._reader):
                 self._reader = result
                 return self
             return result
 
         return call
+
+    def _load(self, method: Any, name: str, args: Any, kwargs: dict[str, Any]) -> Any:
+        """``method``'s frame; a JSON or CSV read whose malformed records would become
+        rows of nulls keeps them in the flow's rejects instead (when it collects them)."""
+        collected = self._session._reads.rejects
+        source = self._format if name == "load" else name
+        schema = kwargs.get("schema", self._schema)
+        if collected is None or not rejectable(source, schema, {**self._options, **kwargs}):
+            return method(*args, **kwargs)
+        if source.lower() == "csv":
+            self._session._spark.conf.set(CSV_PUSHDOWN, "false")
+        reader = self._reader.schema(widened(schema)).option(CORRUPT_OPTION, CORRUPT)
+        frame = getattr(reader, name)(*args, **{k: v for k, v in kwargs.items() if k != "schema"})
+        accepted, rejects = split(frame, source)
+        collected.append(rejects)
+        return accepted

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark import pipelines as dp
@@ -14,6 +15,7 @@ from pyspark.pipelines.flow import Flow
 from pyspark.pipelines.output import MaterializedView, Sink, StreamingTable, TemporaryView
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql import DataFrame
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 import sdp_cdc
 import sdp_expecting
@@ -31,6 +33,7 @@ from streamsmith.sdp.expectations import Expecting
 from streamsmith.sdp.graph import as_registered, load_graph
 from streamsmith.sdp.lakeflow import AutoCdc, OnceFlow
 from streamsmith.sdp.loader import sink_spec
+from streamsmith.sdp.rejects import rejectable
 from streamsmith.sdp.session import PipelineSession
 from streamsmith.sdp.sql import ExpectingTable, sql_elements, statements
 
@@ -423,3 +426,23 @@ def test_strings_quoted_names_and_nesting_are_sql_s_tokens_not_syntax() -> None:
         with pytest.raises(UserError) as raised:
             sql_elements(sql, Path("t/x.sql"), None)  # type: ignore[arg-type]
         assert str(raised.value).startswith(f"t/x.sql:{error}"), str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "schema", "options", "expected"),
+    [
+        ("json", "id INT, name STRING", {}, True),
+        ("CSV", StructType([StructField("id", IntegerType())]), {"header": "true"}, True),
+        ("json", "id INT", {"mode": "permissive"}, True),
+        ("json", None, {}, False),  # inferred: nothing to tell a malformed record by
+        ("parquet", "id INT", {}, False),
+        ("json", "id INT", {"mode": "DROPMALFORMED"}, False),
+        ("csv", "id INT", {"mode": "FAILFAST"}, False),
+        ("json", "id INT, bad STRING", {"columnNameOfCorruptRecord": "bad"}, False),
+        ("json", "id INT, _corrupt_record STRING", {}, False),  # the user keeps them
+    ],
+)
+def test_a_read_keeps_its_rejects_only_where_spark_would_null_them_silently(
+    source: str, schema: Any, options: dict[str, str], expected: bool
+) -> None:
+    assert rejectable(source, schema, options) is expected

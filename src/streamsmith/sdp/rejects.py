@@ -33,6 +33,7 @@ CORRUPT = "_streamsmith_corrupt"
 _scans = count()  # each rejects scan's number in its metric's name (io.read_counts)
 REASONS = {"json": MALFORMED_LINE, "csv": "malformed CSV row"}
 CORRUPT_OPTION = "columnNameOfCorruptRecord"
+SPARK_CORRUPT = "_corrupt_record"  # Spark's default corrupt-record column
 # Spark's CSV reader fails (ArrayIndexOutOfBoundsException in OrderedFilters) on a
 # pushed filter that names no column over a scan that needs none, which the part of a
 # quarantine query that can hold no reject is: such reads filter after parsing.
@@ -41,13 +42,17 @@ CSV_PUSHDOWN = "spark.sql.csv.filterPushdown.enabled"
 
 def rejectable(source: str, schema: Any, options: Mapping[str, Any]) -> bool:
     """Whether a read of ``source`` format with ``schema`` (DDL text or a StructType;
-    None: inferred) and ``options`` turns malformed records into rows of nulls."""
+    None: inferred) and ``options`` turns malformed records into rows of nulls: not when
+    the user keeps them in a corrupt-record column of their own (Spark's default name in
+    the schema, or another named by the option)."""
     lowered = {key.lower(): str(value) for key, value in options.items() if value is not None}
+    text = schema.simpleString() if isinstance(schema, StructType) else str(schema)
     return (
         source.lower() in REASONS
         and schema is not None
         and lowered.get("mode", "PERMISSIVE").upper() == "PERMISSIVE"
         and CORRUPT_OPTION.lower() not in lowered
+        and SPARK_CORRUPT not in text
     )
 
 

@@ -71,11 +71,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
-# The driver JVMs of the tests (the shared session's, and those of the commands run in
-# subprocesses: `streamsmith run`, the crash tests' children) work on a few records:
-# compiled by the client compiler only, they skip the server compiler's work, which
-# would not pay off on such data. Spark's launcher adds SPARK_SUBMIT_OPTS to the driver
-# JVM's options.
+# The driver JVMs of the commands the tests run in subprocesses (`streamsmith run`, the
+# crash tests' children) live seconds to a minute: compiled by the client compiler only,
+# they skip the server compiler's work, most of which would only pay off in a longer
+# life. Spark's launcher adds SPARK_SUBMIT_OPTS to the driver JVM's options.
 # The small-data settings reach them as system properties, which Spark reads as its conf.
 SUBPROCESS_JVM_OPTIONS = " ".join(
     ["-XX:TieredStopAtLevel=1", *(f"-D{key}={value}" for key, value in SMALL_DATA_CONF.items())]
@@ -86,10 +85,13 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The run's (a pytest worker's) one SparkSession. Its JVM serves every in-process
-    test for the whole run, compiled by the client compiler only as the subprocesses'
-    are: on the suite's small data the server compiler's work never paid off (a mixed
-    fifth of the suite took 21% less time without it; docs/development.md)."""
-    session = build_session(TEST_SPARK, "streamsmith-tests")
+    test for the whole run, so it keeps the server compiler."""
+    options = os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    try:
+        session = build_session(TEST_SPARK, "streamsmith-tests")
+    finally:
+        if options is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = options
     yield session
     session.stop()
 

@@ -87,13 +87,11 @@ def apply_settings(spark: SparkSession, path: Path, settings: TableSettings) -> 
     held = DeltaTable(str(path), storage_options=storage_options(path)).metadata().configuration
     changed = {k: v for k, v in settings.properties.items() if held.get(k) != v}
     if changed:
-        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in changed.items())
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({_pairs(changed)})")
     if settings.cluster_by:
         (detail,) = spark.sql(f"DESCRIBE DETAIL {table}").select("clusteringColumns").collect()
         if tuple(detail[0] or ()) != settings.cluster_by:
-            columns = ", ".join(map(_quoted, settings.cluster_by))
-            spark.sql(f"ALTER TABLE {table} CLUSTER BY ({columns})")
+            spark.sql(f"ALTER TABLE {table} CLUSTER BY ({_names(settings.cluster_by)})")
 
 
 def applied_version(path: Path, app_id: str) -> int | None:
@@ -240,12 +238,11 @@ def _replace_with(
     view = f"_streamsmith_replace_{abs(hash((str(path), id(frame))))}"
     layout = ""
     if partition_by:
-        layout += f" PARTITIONED BY ({', '.join(map(_quoted, partition_by))})"
+        layout += f" PARTITIONED BY ({_names(partition_by)})"
     if settings.cluster_by:
-        layout += f" CLUSTER BY ({', '.join(map(_quoted, settings.cluster_by))})"
+        layout += f" CLUSTER BY ({_names(settings.cluster_by)})"
     if settings.properties:
-        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in settings.properties.items())
-        layout += f" TBLPROPERTIES ({pairs})"
+        layout += f" TBLPROPERTIES ({_pairs(settings.properties)})"
     frame.createOrReplaceTempView(view)
     try:
         frame.sparkSession.sql(
@@ -258,6 +255,16 @@ def _replace_with(
 
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _names(columns: Sequence[str]) -> str:
+    """``columns`` as a SQL list of quoted names."""
+    return ", ".join(map(_quoted, columns))
+
+
+def _pairs(properties: Mapping[str, str]) -> str:
+    """``properties`` as the inside of a ``TBLPROPERTIES (...)`` clause."""
+    return ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items())
 
 
 def _literal(text: str) -> str:

@@ -91,7 +91,7 @@ def test_event_log_matches_recent_progress_and_reconciles(
         assert progress, output.spark_name
         for p in progress:
             record = logged[(output.spark_name, p.batchId)]
-            # Records, not Spark's input rows: those count the files read whole.
+            # Records, not Spark's input rows: those count blank lines too.
             read = records_read(json.loads(p.json))
             assert record["query_id"] == str(p.id) and record["input_rows"] == read
             assert record["batch_ms"] == p.durationMs["triggerExecution"]

@@ -63,13 +63,14 @@ def test_a_missing_group_names_the_command_that_fetches_it(tmp_path: Path) -> No
         jars.group_jars("spark", tmp_path)
 
 
-def test_streamsmiths_own_jar_holds_the_jdbc_password_check_for_the_driver_only() -> None:
+def test_streamsmiths_own_jar_holds_its_classes_for_the_driver_and_the_executors() -> None:
     (own,) = jars.group_jars(jars.OWN)
     with zipfile.ZipFile(own) as jar:
         assert "io/streamsmith/auth/SecretAuthenticator.class" in jar.namelist()
+        assert "io/streamsmith/lines/NumberedLinesFormat.class" in jar.namelist()
     conf = jars.session_conf()
     assert str(own) in conf["spark.driver.extraClassPath"].split(":")
-    assert str(own) not in conf["spark.jars"].split(",")
+    assert str(own) in conf["spark.jars"].split(",")  # the line reader runs in tasks
     # its source is part of the version set's digest: a changed class is compiled afresh
     source = ROOT / "src/streamsmith/spark/java/SecretAuthenticator.java"
     assert ("SecretAuthenticator.java", source.read_bytes()) in jars._java_sources()

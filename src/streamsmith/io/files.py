@@ -6,10 +6,10 @@ it arrived, a CSV row that failed to parse or a parsed one as JSON, or the docum
 and ``_read_error`` (why it could not be read, or null); from JSON-lines and text files
 also ``_position``, the line's number in its file (see :func:`_numbered_lines`).
 
-A stream of such files is read whole, one row per file, so Spark's input rows of a batch
-count its files: the reader counts the files and the lines it makes of them per batch
-(``io.read_counts``), and ``monitor.progress.records_read`` puts the lines in the files'
-place in every query that reads the source.
+Where Spark's input rows of a batch are not its records (a file decoded whole is one
+row; a blank line of a JSON-lines file is a row but no record), the reader counts both
+per batch (``io.read_counts``), and ``monitor.progress.records_read`` puts the records
+in the rows' place in every query that reads the source.
 
 ``json`` sources hold one JSON *document* per file (CloudTrail's ``{"Records": [...]}``).
 They are read as bytes and decoded in Python rather than with Spark's multi-line JSON
@@ -48,6 +48,9 @@ from streamsmith.transforms.quarantine import (
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 _CORRUPT = "_corrupt_record"
+# streamsmith's line reader (its own jar): each line of a file with its number.
+NUMBERED_LINES = "io.streamsmith.lines.NumberedLinesFormat"
+_NUMBERED_SCHEMA = "value string, line bigint"
 _reads = count()  # each read's number in its metrics' names (io.read_counts)
 log = logging.getLogger(__name__)
 
@@ -153,12 +156,11 @@ def read_files(
             numbered = numbered.where(F.col(READ_ERROR).isNotNull() | ~_blank(F.col(RAW)))
         return counted(numbered, LINES_READ)
     if spec.format in ("text", "jsonl"):
-        files = counted(load(reader.format("text").option("wholetext", "true")), FILES_READ)
-        numbered = _numbered_lines(files)
+        numbered = _numbered_lines(load(reader.format(NUMBERED_LINES).schema(_NUMBERED_SCHEMA)))
         # JSON lines whose schema may not hold everything (schema evolution) or whose whole
         # record is kept (a variant column) are parsed by the flow from the whole line.
         if spec.format == "text" or spec.reads_raw_json:
-            return counted(numbered, LINES_READ).select(
+            return numbered.select(
                 "value",
                 SOURCE_FILE,
                 POSITION,
@@ -168,7 +170,9 @@ def read_files(
             )
         if schema is None:
             raise ValueError("a jsonl source needs the app's record schema")
-        records = counted(numbered.where(~_blank(F.col("value"))), LINES_READ)
+        # Spark's input rows count blank lines, which are no records: both are counted.
+        rows = counted(numbered, FILES_READ)
+        records = counted(rows.where(~_blank(F.col("value"))), LINES_READ)
         return _parsed_lines(records, spec, schema)
     if schema is None:
         raise ValueError(f"a {spec.format} source needs the app's record schema")
@@ -217,24 +221,20 @@ def _read_counter(streaming: bool) -> Callable[[DataFrame, str], DataFrame]:
     return counted
 
 
-def _numbered_lines(files: DataFrame) -> DataFrame:
-    """Every line (``value``) of each file read whole (``wholetext``), with its file and
-    its number from 1 (``_position``), split as Spark's line readers split them (``\\n``,
-    ``\\r\\n`` or ``\\r``; blank lines count).
+def _numbered_lines(lines: DataFrame) -> DataFrame:
+    """The rows of :data:`NUMBERED_LINES` as a file source's lines: ``value``, its file and
+    its number from 1 (``_position``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``, blank
+    lines count).
 
     Spark's line readers say neither a line's number nor, for a record they parsed, the
-    line it came from: splitting each file in the JVM gives both in the one read all of a
-    flow's outputs share, so a quarantine row has its line and its number without a
-    second pass over its file (``benchmarks/real_volume.py``). The price: a file is one
-    task and one value in memory, as a file holding a reject was when the quarantine
-    read it again."""
-    split = F.split(F.col("value"), r"\r\n|\r|\n", -1)
-    # No line after the last line break (Python's splitlines, decode_lines).
-    last_empty = F.element_at(split, -1) == ""
-    lines = F.when(last_empty, F.slice(split, 1, F.size(split) - 1)).otherwise(split)
-    exploded = files.select(F.col("_metadata.file_path").alias(SOURCE_FILE), F.posexplode(lines))
-    number = (F.col("pos") + 1).cast("long").alias(POSITION)
-    return exploded.select(F.col("col").alias("value"), SOURCE_FILE, number)
+    line it came from: streamsmith's own reader (``spark/java/NumberedLinesFormat.java``)
+    numbers the lines as it streams them, so a quarantine row has its line and its
+    number from the one read all of a flow's outputs share, without a second pass over
+    its file or a file whole in memory (``benchmarks/real_volume.py``). The price: a file
+    is one task, as a number needs every line before it."""
+    return lines.select(
+        "value", F.col("_metadata.file_path").alias(SOURCE_FILE), F.col("line").alias(POSITION)
+    )
 
 
 def _blank(line: Column) -> Column:

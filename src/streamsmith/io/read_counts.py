@@ -1,9 +1,10 @@
 """The observed metrics a stream of files of lines counts its reads by (``io.files``).
 
-Such files are read whole, one row per file, so Spark's input rows of a batch count its
-files. The reader counts, per batch, the files read (``FILES_READ``: Spark's input rows)
-and the lines made of them (``LINES_READ``: its records), each in a field ``READ_COUNT``;
-``monitor.progress.records_read`` puts the lines in the files' place. Each read of a
+Spark's input rows of such a read are not its records: a file decoded whole is one row,
+and a blank line of a JSON-lines file is a row but no record. The reader counts, per
+batch, the rows it reads (``FILES_READ``: Spark's input rows, files or lines) and the
+records made of them (``LINES_READ``), each in a field ``READ_COUNT``;
+``monitor.progress.records_read`` puts the records in the rows' place. Each read of a
 source has its own number after the prefix: a metric's name is unique in a query, which
 may read two such sources. ``REREAD`` counts the rows of a second scan of an input
 another scan of the same query counts already (an SDP flow's rejects,

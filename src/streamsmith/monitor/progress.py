@@ -82,11 +82,11 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
 def records_read(progress: Mapping[str, Any]) -> int:
     """The records a batch read: counted as its main query parsed them, rejected ones
     too, where it does so (a flow with a quarantine or late table); else Spark's input
-    rows, with the lines of files of lines in place of the files (``io.files``: Spark
-    counts a file read whole as one row) and without the rows a second scan of one input
-    read again (``REREAD``). Spark's input rows are fewer where it pushes a
-    filter into a JSON or CSV reader (flows that parse no more than their filter lets
-    through: see ``runtime.frames``)."""
+    rows, with the records of files of lines in place of the rows the reader counted
+    (``io.files``: Spark counts a file decoded whole as one row, a blank line as one)
+    and without the rows a second scan of one input read again (``REREAD``). Spark's
+    input rows are fewer where it pushes a filter into a JSON or CSV reader (flows that
+    parse no more than their filter lets through: see ``runtime.frames``)."""
     observed = progress.get("observedMetrics") or {}
     flow = observed.get(FLOW_METRIC)
     if isinstance(flow, Mapping) and flow.get(RECORDS_READ) is not None:

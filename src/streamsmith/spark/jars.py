@@ -10,7 +10,8 @@ never mixed with the old one.
 
 One group is built here rather than fetched: ``streamsmith`` (:data:`OWN`), compiled by
 ``javac`` from the Java sources in ``streamsmith/spark/java`` against the wheel's jars
-(today one class: the JDBC server's password check, ``streamsmith.spark.auth``). Their
+(the JDBC server's password check, ``streamsmith.spark.auth``, and the line reader that
+numbers each line of a file source, ``io.files``). Their
 digest is part of the folder's name, so a changed source is compiled afresh.
 
 Jars the pyspark wheel already ships (Spark itself, Hadoop's client, Scala, Jackson, ...)
@@ -104,9 +105,9 @@ def driver_jars() -> list[Path]:
 def session_conf() -> dict[str, str]:
     """The conf that puts the ``spark`` group on a session: the driver's classpath (so the
     class-data-sharing archive covers it, and a ``local`` master's executors, which live in
-    the driver, see it) and ``spark.jars`` (so a cluster's executors get it; streamsmith's
-    own group serves the driver only)."""
-    executors = [str(path) for path in group_jars("spark")]
+    the driver, see it) and ``spark.jars`` (so a cluster's executors get it, with
+    streamsmith's own jar: its line reader runs in their tasks)."""
+    executors = [str(path) for path in driver_jars()]
     return {
         "spark.driver.extraClassPath": ":".join(str(path) for path in driver_jars()),
         "spark.jars": ",".join(executors),
@@ -160,7 +161,7 @@ def _compile_own(folder: Path) -> None:
         if result.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise UserError(f"javac could not compile streamsmith's Java sources:\n{result.stderr}")
-        jar = staging / f"{OWN}-auth.jar"
+        jar = staging / f"{OWN}.jar"
         with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as out:
             for compiled in sorted(classes.rglob("*.class")):
                 out.write(compiled, compiled.relative_to(classes).as_posix())

@@ -25,6 +25,7 @@ from streamsmith.config import PipelineSpec, SparkSpec, Trigger, load_spec
 from streamsmith.generate import produce_all
 from streamsmith.generate.ysb import write_ysb, ysb_data
 from streamsmith.io.kafka.broker import start_broker
+from streamsmith.io.kafka.login import jvm_login
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.kafka.source import register_kafka_source
 from streamsmith.io.lake import replace_static_table, table_path
@@ -120,13 +121,15 @@ def kafka_records(
 ) -> DataFrame:
     """Every record of ``topic`` from its start, as a stream (raw values) through
     streamsmith's Python connector or (``connector="jvm"``) Spark's own."""
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+               "startingOffsets": "earliest"}  # fmt: skip
     if connector == "python":
-        register_kafka_source(spark)
+        register_kafka_source(spark)  # logs in to streamsmith's broker by itself
+    else:
+        options = jvm_login(options)  # the broker admits logged-in clients only
     return (
         spark.readStream.format(SOURCE_NAME if connector == "python" else "kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
+        .options(**options)
         .load()
     )
 

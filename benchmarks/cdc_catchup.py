@@ -114,12 +114,15 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=190, help="sequence numbers in the feed")
     parser.add_argument("--keys", type=int, default=40, help="customers")
     parser.add_argument("--files", type=int, default=4)
+    parser.add_argument("--set", dest="sets", action="append", default=[],
+                        help="also run streamsmith with this --set (e.g. spark.conf."
+                        "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4)")  # fmt: skip
     args = parser.parse_args()
     base = {
         k: v for k, v in os.environ.items() if k not in ("STREAMSMITH_ROOT", "SPARK_SUBMIT_OPTS")
     }
     conf = [f"--conf={key}={value}" for key, value in {**session_conf(), **DELTA_CONF}.items()]
-    measured: dict[str, list[Measured]] = {"streamsmith": [], "hand-written": []}
+    sets = [part for value in args.sets for part in ("--set", value)]
     with tempfile.TemporaryDirectory(prefix="cdc-catchup-") as folder:
         project = Path(folder) / "crm"
         project.mkdir()
@@ -128,13 +131,16 @@ def main() -> None:
         write_files(feed, project / "input" / "changes", args.files)
         print(f"{describe(feed)}, in {args.files} files", flush=True)
         handwritten = Path(folder) / "handwritten"
+        run = [sys.executable, "-m", "streamsmith", "run", "--trigger", "available-now"]
+        table = project / "data/tables/customers"
         sides = {  # a command, the folder it writes, its table
-            "streamsmith": ([sys.executable, "-m", "streamsmith", "run", "--trigger",
-                             "available-now"], project / "data", project / "data/tables/customers"),
+            "streamsmith": (run, project / "data", table),
+            **({"streamsmith --set": ([*run, *sets], project / "data", table)} if sets else {}),
             "hand-written": ([sys.executable, str(HERE / "handwritten.py"),
                               str(project / "input" / "changes"), str(handwritten), *conf],
                              handwritten, handwritten / "customers"),
         }  # fmt: skip
+        measured: dict[str, list[Measured]] = {name: [] for name in sides}
         os.chdir(project)  # streamsmith finds its spec here
         print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
         for round_ in range(args.runs):
@@ -142,13 +148,13 @@ def main() -> None:
                 shutil.rmtree(out, ignore_errors=True)
                 result = measure(command, Path(folder) / f"{name}.log", base)
                 measured[name].append(result)
-                print(f"  round {round_ + 1} {name:<14} wall {result.wall:6.1f} s  cpu "
+                print(f"  round {round_ + 1} {name:<18} wall {result.wall:6.1f} s  cpu "
                       f"{result.cpu:6.1f} s  tree {result.peak_mb:6.0f} MB  jvm "
                       f"{result.jvm_mb:6.0f} MB", flush=True)  # fmt: skip
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         print_table(measured, "hand-written")
         wanted = scd1(feed)
-        found = {name: table_rows(table) for name, (_, _, table) in sides.items()}
+        found = {name: table_rows(path) for name, (_, _, path) in sides.items()}
     if all(rows == wanted for rows in found.values()):
         print(f"equal: both tables hold the {len(wanted)} rows the feed gives")
         return

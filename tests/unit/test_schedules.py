@@ -10,14 +10,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from streamsmith.config import Trigger
+from streamsmith.config import SparkSpec, Trigger
 from streamsmith.errors import UserError
 from streamsmith.monitor.status import ScheduleStatus, query_statuses
 from streamsmith.pipelines import load_pipeline
-from streamsmith.runtime.catchup import committed_batch, input_files, nothing_new
+from streamsmith.runtime.catchup import (
+    SMALL_BACKLOG_BYTES,
+    committed_batch,
+    input_files,
+    nothing_new,
+    small_backlog,
+)
 from streamsmith.runtime.describe import describe_plan
 from streamsmith.runtime.plan import Schedule, build_plan
 from streamsmith.runtime.scheduler import due_after, due_at_or_before, last_due_times
+from streamsmith.spark.session import CLIENT_COMPILER, default_conf
 
 SPEC = {
     "name": "clicks",
@@ -185,3 +192,28 @@ def test_the_listing_keeps_what_spark_would_read(tmp_path: Path) -> None:
     # A glob whose meaning differs between Hadoop and fnmatch is not applied: all count.
     assert len(input_files(tmp_path, "{a,b}.*") or ()) == 3
     assert input_files(tmp_path / "missing", None) is None
+
+
+def test_a_small_backlog_of_files_is_told_before_spark_starts(tmp_path: Path) -> None:
+    """A catch-up's JVM compiles with the client compiler only when the files its queries
+    have not read come to little: counted from the listing and the main query's log."""
+    document = {**SPEC, "flows": {"raw": SPEC["flows"]["raw"]}}  # type: ignore[index]
+    app, spec = load_pipeline(write(tmp_path, document, "data/input"))
+    plan = build_plan(app, spec)
+    inbox = tmp_path / "data/input"
+    (inbox / "a.jsonl").write_text("{}\n" * 10)
+    assert small_backlog(plan) == 30
+    checkpoint(plan.outputs[0].checkpoint, 0, [inbox / "a.jsonl"])
+    (inbox / "b.jsonl").write_text("{}\n")
+    assert small_backlog(plan) == 3  # what its queries read does not count again
+    with (inbox / "big.jsonl").open("wb") as big:
+        big.truncate(SMALL_BACKLOG_BYTES)  # a sparse file: the size is what counts
+    assert small_backlog(plan) is None
+    (inbox / "big.jsonl").unlink()
+    assert small_backlog(build_plan(app, spec, Trigger("interval", 0.0))) is None  # always on
+
+    def options(**given: bool) -> list[str]:
+        return default_conf(SparkSpec(), **given)["spark.driver.extraJavaOptions"].split()
+
+    assert CLIENT_COMPILER in options(client_compiler=True)
+    assert CLIENT_COMPILER not in options()

@@ -154,13 +154,16 @@ def check_format(fmt: str) -> None:
         raise UserError(f"--format {fmt!r}: use table, csv or json")
 
 
-def session(spec: PipelineSpec, name: str) -> SparkSession:
+def session(spec: PipelineSpec, name: str, *, client_compiler: bool = False) -> SparkSession:
     """A Spark session for the spec (its warehouse under the storage root: see
-    ``PipelineSpec.session_spark``), with a spinner on stderr while it starts."""
+    ``PipelineSpec.session_spark``), with a spinner on stderr while it starts
+    (``client_compiler``: see ``spark.session.default_conf``)."""
     from streamsmith.spark.session import build_session
 
     with err.status(f"starting Spark ({spec.spark.master})"):
-        return build_session(spec.session_spark, f"streamsmith-{name}")
+        return build_session(
+            spec.session_spark, f"streamsmith-{name}", client_compiler=client_compiler
+        )
 
 
 @contextmanager

@@ -136,7 +136,7 @@ def run(
             say(f"full refresh: {line}", to_stderr=True)
     elif sql_port is None and not plan.schedules and _nothing_new(plan):
         return
-    spark = session(pipeline, application.name)
+    spark = session(pipeline, application.name, client_compiler=_short_lived(plan, sql_port))
     server = serve_sql(spark, plan.root, sql_port) if sql_port else None
     try:
         with stop_on_signals(stop):
@@ -183,6 +183,14 @@ def _loaded_with_input(
 
 
 _INPUT_POLL_S = 1.0  # how often a run waiting for its first input looks for it
+
+
+def _short_lived(plan: Plan, sql_port: int | None) -> bool:
+    """Whether the run's JVM lives through a small catch-up only (no server, schedule or
+    always-on query after it), which the client compiler serves best."""
+    from streamsmith.runtime.catchup import small_backlog
+
+    return sql_port is None and not plan.schedules and small_backlog(plan) is not None
 
 
 def _nothing_new(plan: Plan) -> bool:

@@ -70,6 +70,40 @@ def nothing_new(plan: Plan) -> str | None:
     )
 
 
+# A catch-up that reads no more than this (bytes on disk; a gzipped file counts ten times)
+# starts its JVM with the client compiler only: over a small backlog the server compiler's
+# work never pays off (benchmarks/small_runs.py, cdc_catchup.py), over a large one it does
+# (real_volume.py).
+SMALL_BACKLOG_BYTES = 32 << 20
+
+
+def small_backlog(plan: Plan) -> int | None:
+    """The bytes a catch-up of ``plan`` has left to read, when every flow reads files (so
+    the listing and its queries' logs tell it before Spark starts) and they come to no
+    more than :data:`SMALL_BACKLOG_BYTES`; None otherwise (an always-on run, a Kafka
+    source, a view with its own query, a larger backlog)."""
+    if not all(output.trigger.terminates for output in plan.outputs):
+        return None
+    if not plan.flows or any(view.query is not None for view in plan.views):
+        return None
+    unread: dict[str, int] = {}
+    for flow in plan.flows:
+        if flow.streams or not flow.source.is_file_source or flow.source_path is None:
+            return None
+        listing = input_files(flow.source_path, flow.source.glob)
+        if listing is None:
+            return None
+        weight = 1 if flow.source.compression == "none" else 10
+        read = processed_files(flow.outputs[0].checkpoint / "sources" / "0")
+        for path in listing - read:
+            try:
+                unread[path] = os.path.getsize(path) * weight
+            except FileNotFoundError:
+                continue  # moved away since the listing (an archive): not read either
+    total = sum(unread.values())
+    return total if total <= SMALL_BACKLOG_BYTES else None
+
+
 def _without_idle_late(flow: FlowPlan) -> FlowPlan:
     """``flow`` without its late-events query while no batch of its main query has read
     input under a watermark: that query may never have started (``runtime.supervisor``),

@@ -118,8 +118,14 @@ def master_on_loopback(master: str) -> bool:
     return all(host in _LOOPBACK_HOSTS or host.startswith("127.") for host in hosts)
 
 
-def default_conf(spec: SparkSpec) -> dict[str, str]:
-    """The conf streamsmith sets before the spec's own ``spark.conf`` is applied."""
+# The driver JVM compiles with the client compiler only (``runtime.catchup.small_backlog``).
+CLIENT_COMPILER = "-XX:TieredStopAtLevel=1"
+
+
+def default_conf(spec: SparkSpec, *, client_compiler: bool = False) -> dict[str, str]:
+    """The conf streamsmith sets before the spec's own ``spark.conf`` is applied; with
+    ``client_compiler``, a JVM about to start compiles with the client compiler only (a
+    short life, in which the server compiler's work does not pay off)."""
     cores = local_cores(spec.master)
     partitions = str(max(2, cores or 8))
     conf = {
@@ -152,6 +158,8 @@ def default_conf(spec: SparkSpec) -> dict[str, str]:
         conf[DELTA_SNAPSHOT_PARTITIONS] = partitions
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     options = [f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_archive.java_options(spec.conf)]
+    if client_compiler:
+        options.append(CLIENT_COMPILER)
     conf["spark.driver.extraJavaOptions"] = " ".join(options)
     if cores is not None or master_on_loopback(spec.master):
         conf["spark.driver.bindAddress"] = "127.0.0.1"
@@ -198,8 +206,11 @@ def submitted_master() -> str | None:
 _HADOOP_PREFIX = "spark.hadoop."
 
 
-def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSession:
-    """Build (or return the running) SparkSession for a pipeline.
+def build_session(
+    spec: SparkSpec, app_name: str = "streamsmith", *, client_compiler: bool = False
+) -> SparkSession:
+    """Build (or return the running) SparkSession for a pipeline (``client_compiler``:
+    see :func:`default_conf`).
 
     Conf is applied when the JVM starts; in a process that already has a session (a test
     run, a notebook) Spark reuses it and only runtime-settable options take effect.
@@ -213,7 +224,7 @@ def build_session(spec: SparkSpec, app_name: str = "streamsmith") -> SparkSessio
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(spec.master).appName(app_name)
-    conf = merged_conf(default_conf(spec), spec.conf)
+    conf = merged_conf(default_conf(spec, client_compiler=client_compiler), spec.conf)
     starting = SparkContext._active_spark_context is None  # a JVM is about to start
     hidden = {key: value for key, value in conf.items() if starting and is_credential(key)}
     for key, value in conf.items():

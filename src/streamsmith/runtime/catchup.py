@@ -44,10 +44,8 @@ def nothing_new(plan: Plan) -> str | None:
     None when one has, or when that cannot be told for certain without Spark."""
     if os.environ.get(CHECK_ENV) == "off":
         return None
-    if not all(output.trigger.terminates for output in plan.outputs):
+    if not _told_without_spark(plan):
         return None
-    if not plan.flows or any(view.query is not None for view in plan.views):
-        return None  # a view whose code reads input only Spark can tell about
     files: set[str] = set()
     partitions: set[TopicPartition] = set()
     for flow in map(_without_idle_late, plan.flows):
@@ -82,9 +80,7 @@ def small_backlog(plan: Plan) -> int | None:
     the listing and its queries' logs tell it before Spark starts) and they come to no
     more than :data:`SMALL_BACKLOG_BYTES`; None otherwise (an always-on run, a Kafka
     source, a view with its own query, a larger backlog)."""
-    if not all(output.trigger.terminates for output in plan.outputs):
-        return None
-    if not plan.flows or any(view.query is not None for view in plan.views):
+    if not _told_without_spark(plan):
         return None
     unread: dict[str, int] = {}
     for flow in plan.flows:
@@ -102,6 +98,14 @@ def small_backlog(plan: Plan) -> int | None:
                 continue  # moved away since the listing (an archive): not read either
     total = sum(unread.values())
     return total if total <= SMALL_BACKLOG_BYTES else None
+
+
+def _told_without_spark(plan: Plan) -> bool:
+    """Whether what a run of ``plan`` reads can be told from its flows' sources: a
+    catch-up of flows and no view whose own code reads input only Spark can tell about."""
+    if not all(output.trigger.terminates for output in plan.outputs):
+        return False
+    return bool(plan.flows) and all(view.query is None for view in plan.views)
 
 
 def _without_idle_late(flow: FlowPlan) -> FlowPlan:

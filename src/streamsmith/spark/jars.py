@@ -107,10 +107,10 @@ def session_conf() -> dict[str, str]:
     class-data-sharing archive covers it, and a ``local`` master's executors, which live in
     the driver, see it) and ``spark.jars`` (so a cluster's executors get it, with
     streamsmith's own jar: its line reader runs in their tasks)."""
-    executors = [str(path) for path in driver_jars()]
+    jars = [str(path) for path in driver_jars()]
     return {
-        "spark.driver.extraClassPath": ":".join(str(path) for path in driver_jars()),
-        "spark.jars": ",".join(executors),
+        "spark.driver.extraClassPath": ":".join(jars),
+        "spark.jars": ",".join(jars),
     }
 
 

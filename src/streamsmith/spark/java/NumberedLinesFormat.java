@@ -40,7 +40,8 @@ import scala.runtime.AbstractFunction1;
  * <p>Spark's own line readers say no line's number, and a quarantined record is worth
  * little to a user without it. A number needs every line before it, so a file is read by
  * one task (not split); compressed files are read as Spark's text source reads them.
- * Read it as {@code spark.readStream.format("io.streamsmith.lines.NumberedLinesFormat")}.
+ * Read it as {@code spark.readStream.format("io.streamsmith.lines.NumberedLinesFormat")}
+ * with the schema {@code value string, line bigint} (a stream's schema is given).
  */
 public class NumberedLinesFormat extends TextFileFormat {
   static final String VALUE = "value";

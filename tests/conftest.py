@@ -33,7 +33,7 @@ from streamsmith.io.postgres.server import (
 )
 from streamsmith.processes import free_port
 from streamsmith.spark.session import build_session
-from streamsmith.testing import SMALL_DATA_CONF
+from streamsmith.testing import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 
 TEST_SPARK = SparkSpec(
     master="local[2]",
@@ -44,6 +44,7 @@ TEST_SPARK = SparkSpec(
         "spark.sql.shuffle.partitions": 2,
         "spark.default.parallelism": 2,
         "spark.driver.memory": "4g",
+        "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
         **SMALL_DATA_CONF,
     },
     log_level="ERROR",
@@ -77,7 +78,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # life. Spark's launcher adds SPARK_SUBMIT_OPTS to the driver JVM's options.
 # The small-data settings reach them as system properties, which Spark reads as its conf.
 SUBPROCESS_JVM_OPTIONS = " ".join(
-    ["-XX:TieredStopAtLevel=1", *(f"-D{key}={value}" for key, value in SMALL_DATA_CONF.items())]
+    [
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseParallelGC",
+        *(f"-D{key}={value}" for key, value in SMALL_DATA_CONF.items()),
+    ]
 )
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
 
@@ -92,8 +97,25 @@ def spark() -> Iterator[SparkSession]:
     finally:
         if options is not None:
             os.environ["SPARK_SUBMIT_OPTS"] = options
+    # A session made before this one (a command run in-process, say) would be returned by
+    # getOrCreate instead: with the subprocesses' JVM options (client compiler only) and
+    # Spark's default heap, which once ran short mid-way through a run.
+    memory = session.conf.get("spark.driver.memory")
+    if memory != TEST_SPARK.conf["spark.driver.memory"]:
+        raise RuntimeError(f"the shared session was made elsewhere first (heap {memory})")
     yield session
     session.stop()
+
+
+# The test folders whose tests use Spark in the worker's process, directly or through a
+# command run in-process: their first test makes the shared session, so nothing else does.
+_IN_PROCESS_SPARK = frozenset({"streaming", "integration"})
+
+
+@pytest.fixture(autouse=True)
+def _shared_session_first(request: pytest.FixtureRequest) -> None:
+    if request.node.path.parent.name in _IN_PROCESS_SPARK:
+        request.getfixturevalue("spark")
 
 
 @pytest.fixture(scope="module", autouse=True)

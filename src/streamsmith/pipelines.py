@@ -58,6 +58,7 @@ from streamsmith.runtime.app import App, FlowDefinition, Transform
 from streamsmith.runtime.supervisor import PipelineError
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.schemas.inference import InferenceError
+from streamsmith.spark.temp_views import sql_over
 from streamsmith.transforms.events import RecordParser
 
 
@@ -544,8 +545,7 @@ def _reported(code: Transform, where: str, folder: Path) -> Transform:
 
 def _run_sql(query: str, view: str, events: DataFrame, **_inputs: Any) -> DataFrame:
     """The flow's SQL over its source's events, known by the source's name."""
-    events.createOrReplaceTempView(view)
-    return events.sparkSession.sql(query)
+    return sql_over(events.sparkSession, query, {view: events})
 
 
 def _one_line(text: str | None, width: int) -> str:

@@ -29,6 +29,7 @@ from streamsmith.sdp.rejects import (
     split,
     widened,
 )
+from streamsmith.spark.temp_views import sql_over
 
 # (name as written, streaming) -> the dataset's frame, or None for a name not the pipeline's.
 Resolve = Callable[[str, bool], DataFrame | None]
@@ -135,8 +136,7 @@ class PipelineSession:
             return view
 
         text = _STREAM.sub(as_view, query)
-        for view, name in streamed.items():
-            self._table(name, streaming=True).createOrReplaceTempView(view)
+        views = {view: self._table(name, streaming=True) for view, name in streamed.items()}
         try:
             tree = sqlglot.parse_one(text, read="spark")
         except sqlglot.errors.ParseError:
@@ -149,8 +149,8 @@ class PipelineSession:
                     continue
                 found = self._resolve(name, False)
                 if found is not None:
-                    found.createOrReplaceTempView(table.name)
-        return self._spark.sql(text, args, **kwargs)
+                    views[table.name] = found
+        return sql_over(self._spark, text, views, args=args, **kwargs)
 
 
 class _Reader:

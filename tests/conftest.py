@@ -44,7 +44,10 @@ TEST_SPARK = SparkSpec(
         "spark.sql.shuffle.partitions": 2,
         "spark.default.parallelism": 2,
         "spark.driver.memory": "4g",
-        "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+        # benchmarks/session_jvm.py compares other options through this variable.
+        "spark.driver.extraJavaOptions": os.environ.get(
+            "STREAMSMITH_TEST_JVM_OPTIONS", TEST_JVM_OPTIONS
+        ),
         **SMALL_DATA_CONF,
     },
     log_level="ERROR",

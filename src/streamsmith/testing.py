@@ -136,7 +136,7 @@ SMALL_DATA_CONF: dict[str, str] = {
 
 
 # A test session's JVM runs a few minutes of very varied Spark code: with the JVM's own
-# thresholds, its server compiler (C2) spent a quarter of the CPU of a shared test
+# thresholds, its server compiler (C2) spent a large share of the CPU of a shared test
 # session's whole run (and most of it in the first minutes) compiling methods run a few
 # thousand times. Ten times the thresholds compiles only what is really hot; the
 # throughput collector costs less CPU than G1 on a heap that lives minutes. Three test

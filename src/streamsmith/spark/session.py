@@ -83,6 +83,16 @@ DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 # 1,000 four (benchmarks/README.md, `cost_over_time.py codegen`).
 CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
 CODEGEN_CACHE_ENTRIES = "1000"
+# Hadoop's local file system without a child process per new file or folder (`chmod`) and
+# per rename (`readlink`, before each checkpoint file and Delta commit is renamed into
+# place): Spark ships without Hadoop's native library, so Hadoop forks for both, a few
+# milliseconds of CPU each and dozens per micro-batch (`spark/java/LocalFileSystemInJvm`).
+# Local masters only, whose executors live in the driver: on a cluster's executors, which
+# get streamsmith's jar through `spark.jars`, it is untried.
+LOCAL_FILES_IN_JVM = {
+    "spark.hadoop.fs.file.impl": "io.streamsmith.fs.LocalFileSystemInJvm",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.streamsmith.fs.LocalFsInJvm",
+}
 # Delta Lake's SQL (MERGE, VACUUM, time travel, DESCRIBE HISTORY) and its catalog.
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -156,6 +166,7 @@ def default_conf(spec: SparkSpec, *, client_compiler: bool = False) -> dict[str,
         # cores that is 50 tasks for a log of a few dozen commits, at every MERGE, read
         # and checkpoint of a small table.
         conf[DELTA_SNAPSHOT_PARTITIONS] = partitions
+        conf.update(LOCAL_FILES_IN_JVM)
     log4j = resources.files("streamsmith").joinpath("log4j2.properties")
     options = [f"-Dlog4j2.configurationFile=file:{log4j}", *jvm_archive.java_options(spec.conf)]
     if client_compiler:

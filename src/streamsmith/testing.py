@@ -127,11 +127,16 @@ SMALL_DATA_CONF: dict[str, str] = {
     # (Spark's default, 10 ms, lists a file source's folder ~50 times a second, each
     # listing scanning every jar on the classpath for a Hadoop JobConf).
     "spark.sql.streaming.pollingDelay": "200ms",
-    # Evaluate expressions instead of generating and compiling Java for each plan and
-    # task: on a handful of rows the compiler costs far more than it saves. Spark's own
-    # test suites run this mode (an internal setting; results are the same).
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # No Java generated and compiled for each plan's whole stages: on a handful of rows
+    # the compiler costs far more than it saves. (Spark's `codegen.factoryMode` would
+    # interpret single expressions too, but only in Spark's own test mode, whose extra
+    # checks cost more than that saves.)
     "spark.sql.codegen.wholeStage": "false",
+    # Delta rebuilds a table's state at each batch of its streaming sink; for tables of a
+    # few files one task per stage does it with less overhead than two
+    # (`benchmarks/delta_snapshot_partitions.py --setting`). streamsmith's own conf keeps
+    # two in the tests' subprocess JVMs, which get this as a system property.
+    "spark.databricks.delta.snapshotPartitions": "1",
 }
 
 

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 from functools import cache, partial
 from itertools import count
-from typing import cast
+from typing import Protocol, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -171,9 +171,12 @@ def read_files(
         if schema is None:
             raise ValueError("a jsonl source needs the app's record schema")
         # Spark's input rows count blank lines, which are no records: both are counted.
+        # The records are counted once parsed, in batch reads too: Spark pushes no filter
+        # through an observation, and a filter on a parsed field pushed below the parse
+        # would parse each line it reads twice (its copy of from_json, then the parse's).
         rows = counted(numbered, FILES_READ)
-        records = counted(rows.where(~_blank(F.col("value"))), LINES_READ)
-        return _parsed_lines(records, spec, schema)
+        records = _parsed_lines(rows.where(~_blank(F.col("value"))), spec, schema)
+        return counted(records, LINES_READ, barrier=True)
     if schema is None:
         raise ValueError(f"a {spec.format} source needs the app's record schema")
     if spec.format == "parquet":
@@ -207,14 +210,19 @@ def read_files(
     )
 
 
-def _read_counter(streaming: bool) -> Callable[[DataFrame, str], DataFrame]:
+class _Counter(Protocol):
+    def __call__(self, frame: DataFrame, metric: str, *, barrier: bool = False) -> DataFrame: ...
+
+
+def _read_counter(streaming: bool) -> _Counter:
     """``counted(frame, metric)``: ``frame`` counting its rows per micro-batch as the
     observed metric ``metric`` numbered for this read (``FILES_READ``, ``LINES_READ``);
-    a batch read is counted by its job, and ``frame`` is returned as it is."""
+    a batch read is counted by its job, and ``frame`` is returned as it is unless
+    ``barrier`` asks for the observation anyway (a node Spark pushes no filter through)."""
     number = next(_reads)
 
-    def counted(frame: DataFrame, metric: str) -> DataFrame:
-        if not streaming:
+    def counted(frame: DataFrame, metric: str, *, barrier: bool = False) -> DataFrame:
+        if not streaming and not barrier:
             return frame
         return frame.observe(f"{metric}{number}", F.count(F.lit(1)).alias(READ_COUNT))
 

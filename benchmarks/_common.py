@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -34,6 +35,13 @@ from streamsmith.schemas.ysb import CAMPAIGNS_SCHEMA
 from streamsmith.spark.session import build_session
 
 YSB_TOPIC = "ysb-ads"
+
+
+def process_cpu(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` and of its ended children (the short
+    processes Hadoop starts on a local disk, without streamsmith's file system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # u s cu cs
 
 
 def timed(runs: int, action: Callable[[], None]) -> list[float]:

@@ -57,6 +57,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
+from _common import process_cpu
+
 from streamsmith.generate.ysb import ysb_campaigns, ysb_data
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -390,13 +392,7 @@ def run_codegen(root: Path, args: argparse.Namespace) -> None:
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds of ``pid``, its JVM and the JVM's ended children (the
     short processes Hadoop starts on a local disk)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for process in (pid, jvm_of(pid)):
-        if process is not None:
-            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return total / ticks
+    return sum(process_cpu(process) for process in (pid, jvm_of(pid)) if process is not None)
 
 
 def compilations(metrics: Path, at: float) -> int:

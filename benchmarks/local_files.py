@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import process_cpu
 
 from streamsmith.spark.session import LOCAL_FILES_IN_JVM
 
@@ -33,12 +34,6 @@ HADOOPS = {
 }
 SYSTEMS = {"Hadoop's": HADOOPS, "streamsmith's": LOCAL_FILES_IN_JVM}
 SINKS = ("delta", "parquet")
-
-
-def jvm_cpu(pid: int) -> float:
-    """CPU seconds of process ``pid`` and of its finished child processes."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def child(system: str, sink: str, batches: int) -> None:
@@ -61,11 +56,11 @@ def child(system: str, sink: str, batches: int) -> None:
             .option("checkpointLocation", str(Path(tmp, "checkpoint"))).start(str(table))
         )  # fmt: skip
         query.processAllAvailable()  # the first batch creates the table: not timed
-        cpu, started = jvm_cpu(pid), time.perf_counter()
+        cpu, started = process_cpu(pid), time.perf_counter()
         for n in range(1, batches + 1):
             (folder / f"{n}.json").write_text(json.dumps({"n": n}) + "\n")
             query.processAllAvailable()
-        wall, cpu = time.perf_counter() - started, jvm_cpu(pid) - cpu
+        wall, cpu = time.perf_counter() - started, process_cpu(pid) - cpu
         query.stop()
         rows = spark.read.format(sink).load(str(table)).count()
     if rows != batches + 1:

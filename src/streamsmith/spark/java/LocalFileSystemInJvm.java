@@ -14,9 +14,9 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * makes by starting a child process when its native library is absent, as it is in Spark's
  * distribution: setting a new file's or folder's permissions ({@code chmod}) and asking
  * whether a path is a symbolic link ({@code readlink}, before every rename Spark's
- * checkpoints and Delta's commits make). A child process of a driver JVM costs several
- * milliseconds of CPU, and a micro-batch into Delta makes dozens; here both are
- * {@code java.nio} calls, with the same results.
+ * checkpoints and Delta's commits make). Each is a fork of the driver JVM and a thread to
+ * read its output, dozens per micro-batch (what they cost: {@code benchmarks/local_files.py});
+ * here both are {@code java.nio} calls, with the same results.
  */
 public class LocalFileSystemInJvm extends LocalFileSystem {
   public LocalFileSystemInJvm() {

@@ -64,11 +64,14 @@ db-stop: setup
 	$(VENV)/bin/streamsmith db stop
 
 # Exactly the locked, hashed versions (requirements.lock, from `make lock`), then
-# streamsmith itself without resolving anything again.
+# streamsmith itself without resolving anything again. pip installs the lock's uv alone
+# (its hashes checked); uv installs the rest, in a third of pip's time.
+UV_PIN = awk '/^uv==/ {on = 1} on {print} on && !/\\$$/ {exit}' requirements.lock
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --require-hashes -r requirements.lock
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --require-hashes --no-deps -r <($(UV_PIN))
+	$(VENV)/bin/uv pip install -q --python $(PY) --require-hashes -r requirements.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps --no-build-isolation -e .
 	@touch $@
 
 # Resolve pyproject.toml's dependencies (with the dev extra) again into requirements.lock.

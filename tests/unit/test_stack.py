@@ -97,5 +97,9 @@ def test_the_build_tools_are_locked_and_hashed_too() -> None:
     for requirement in build:
         name = re.split(r"[<>=!~ \[;]", requirement, maxsplit=1)[0]
         assert re.search(rf"\n{name}==[\w.]+ \\\n    --hash=sha256:", lock), requirement
-    editable = [line for line in (ROOT / "Makefile").read_text().splitlines() if " -e ." in line]
+    makefile = (ROOT / "Makefile").read_text()
+    editable = [line for line in makefile.splitlines() if " -e ." in line]
     assert editable and all("--no-build-isolation" in line for line in editable), editable
+    # uv, which installs the lock, comes from the lock's own hashes (pip checks them).
+    assert re.search(r"\nuv==[\w.]+ \\\n    --hash=sha256:", lock)
+    assert "pip install -q --require-hashes --no-deps -r <($(UV_PIN))" in makefile

@@ -1,5 +1,6 @@
 # streamsmith: everything a fresh machine needs is installed by `make setup`,
-# which `make demo` and `make test` run first.
+# which `make demo` runs first; `make test` runs its steps too (the JVM archive's beside
+# the static checks).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -91,9 +92,11 @@ demo: setup
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
-# The static checks (ruff, mypy, the strict docs build) run beside the tests, not before
-# them; the import contracts are a unit test (tests/unit/test_layers.py).
-test: setup browser
+# The static checks (ruff, mypy, the strict docs build) need only the virtualenv: they run
+# beside the JVM archive's recording (one core's work) and the tests, not before them; the
+# import contracts are a unit test (tests/unit/test_layers.py). test-suite needs the rest
+# of setup (jvm-archive).
+test: java postgres blas $(VENV)/.installed jars browser
 	@$(MAKE) --no-print-directory -j2 test-static test-suite
 
 test-static:
@@ -101,7 +104,7 @@ test-static:
 	$(VENV)/bin/mypy
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$(mktemp -d)"
 
-test-suite:
+test-suite: jvm-archive
 	$(PYTEST)
 
 # The deeper variants make test leaves out for its time budget: prefix integrity with 50

@@ -142,3 +142,6 @@ def test_an_always_on_run_waits_for_the_first_input_to_infer_its_schema(tmp_path
     assert waiting == [
         f"waiting for the first input in {folder} to infer the schema of source events"
     ]
+    # Stopped between batches, its query's job group had no job to cancel: Spark 4.2
+    # warns so, twice per query, about nothing a user can act on.
+    assert "Failed to cancel job group" not in log.read_text()

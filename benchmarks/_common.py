@@ -44,6 +44,19 @@ def process_cpu(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # u s cu cs
 
 
+def one_row_batches(
+    query: StreamingQuery, folder: Path, batches: int, pid: int
+) -> tuple[float, float]:
+    """Wall and JVM CPU seconds (process ``pid``) of ``batches`` one-row micro-batches of
+    ``query``, whose JSON file source reads ``folder``: a file each, processed in turn."""
+    query.processAllAvailable()  # what was there before: the table's first batch, not timed
+    cpu, started = process_cpu(pid), time.perf_counter()
+    for n in range(1, batches + 1):
+        (folder / f"{n}.json").write_text(json.dumps({"n": n}) + "\n")
+        query.processAllAvailable()
+    return time.perf_counter() - started, process_cpu(pid) - cpu
+
+
 def timed(runs: int, action: Callable[[], None]) -> list[float]:
     """Wall seconds of ``runs`` calls of ``action``, in order (the first is the cold one)."""
     timings = []

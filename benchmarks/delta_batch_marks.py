@@ -20,14 +20,12 @@ driver JVM's CPU per batch over the last two rounds (the first warms the JVM):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import process_cpu
+from _common import one_row_batches
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 from streamsmith.testing import local_session
@@ -62,12 +60,7 @@ def one_round(spark: SparkSession, pid: int, way: str, batches: int) -> tuple[fl
 
             writer = stream.writeStream.foreachBatch(write)
         query = writer.option("checkpointLocation", checkpoint).start()
-        query.processAllAvailable()  # the first batch creates the table: not timed
-        cpu, started = process_cpu(pid), time.perf_counter()
-        for n in range(1, batches + 1):
-            (folder / f"{n}.json").write_text(json.dumps({"n": n}) + "\n")
-            query.processAllAvailable()
-        wall, cpu = time.perf_counter() - started, process_cpu(pid) - cpu
+        wall, cpu = one_row_batches(query, folder, batches, pid)
         query.stop()
         rows = spark.read.format(fmt).load(table).count()
     if rows != batches + 1:

@@ -21,10 +21,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import process_cpu
+from _common import one_row_batches
 
 from streamsmith.spark.session import LOCAL_FILES_IN_JVM
 
@@ -55,12 +54,7 @@ def child(system: str, sink: str, batches: int) -> None:
             spark.readStream.schema("n long").json(str(folder)).writeStream.format(sink)
             .option("checkpointLocation", str(Path(tmp, "checkpoint"))).start(str(table))
         )  # fmt: skip
-        query.processAllAvailable()  # the first batch creates the table: not timed
-        cpu, started = process_cpu(pid), time.perf_counter()
-        for n in range(1, batches + 1):
-            (folder / f"{n}.json").write_text(json.dumps({"n": n}) + "\n")
-            query.processAllAvailable()
-        wall, cpu = time.perf_counter() - started, process_cpu(pid) - cpu
+        wall, cpu = one_row_batches(query, folder, batches, pid)
         query.stop()
         rows = spark.read.format(sink).load(str(table)).count()
     if rows != batches + 1:

@@ -9,9 +9,10 @@ driver JVM's CPU per batch over the last two rounds (the first warms the JVM):
 
 - ``delta sink``: Delta's streaming sink (what streamsmith's append flows use);
 - ``delta txn marks``: ``foreachBatch`` append with ``txnAppId``/``txnVersion``
-  (streamsmith's merges, overwrites, quarantine and late-event appends);
-- ``delta userMetadata``: ``foreachBatch`` append carrying the batch id in the commit's
-  ``userMetadata`` instead (no ``txnVersion`` read; not what streamsmith does);
+  (what streamsmith's merges, overwrites, quarantine and late-event appends did before);
+- ``streamsmith marks``: ``foreachBatch`` through ``io.delta.append_batch``, the batch id
+  in the commit's ``userMetadata`` and checked in Python by delta-rs (what they do now:
+  ``io.delta_marks``);
 - ``parquet``: ``foreachBatch`` append to Parquet, the floor.
 
     .venv/bin/python benchmarks/delta_batch_marks.py [--batches 20]
@@ -28,6 +29,7 @@ from pathlib import Path
 from _common import one_row_batches
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
+from streamsmith.io.delta import append_batch
 from streamsmith.testing import local_session
 
 Marks = Callable[[DataFrameWriter, int], DataFrameWriter]
@@ -37,7 +39,7 @@ WAYS: dict[str, tuple[str, Marks | None]] = {
         "delta",
         lambda w, batch: w.option("txnAppId", "q").option("txnVersion", str(batch)),
     ),
-    "delta userMetadata": ("delta", lambda w, batch: w.option("userMetadata", f"q:{batch}")),
+    "streamsmith marks": ("delta", None),
     "parquet": ("parquet", lambda w, _batch: w),
 }
 
@@ -51,12 +53,19 @@ def one_round(spark: SparkSession, pid: int, way: str, batches: int) -> tuple[fl
         (folder / "0.json").write_text('{"n": 0}\n')
         stream = spark.readStream.schema("n long").json(str(folder))
         checkpoint = str(Path(tmp, "checkpoint"))
-        if marks is None:
+        if way == "delta sink":
             writer = stream.writeStream.format(fmt).option("path", table)
+        elif marks is None:
+
+            def append(frame: DataFrame, batch: int) -> None:
+                append_batch(frame, Path(table), "q", batch)
+
+            writer = stream.writeStream.foreachBatch(append)
         else:
+            marked = marks
 
             def write(frame: DataFrame, batch: int) -> None:
-                marks(frame.write.format(fmt).mode("append"), batch).save(table)
+                marked(frame.write.format(fmt).mode("append"), batch).save(table)
 
             writer = stream.writeStream.foreachBatch(write)
         query = writer.option("checkpointLocation", checkpoint).start()

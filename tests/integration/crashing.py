@@ -53,15 +53,18 @@ def wait_until(
 def kill_mid_batch(
     process: subprocess.Popen[str], checkpoint: Path, deadline_s: float = 300
 ) -> int:
-    """SIGKILL the process group while a batch is in flight; returns that batch's id."""
+    """SIGKILL the process group while a batch is in flight; returns that batch's id.
+
+    The batch is read from the checkpoint as the kill left it: read before the kill, a
+    batch committing in between (a busy machine's scheduling) read as in flight."""
     try:
         wait_until(process, lambda: in_flight_batch(checkpoint) is not None, deadline_s)
-        killed_in = in_flight_batch(checkpoint)
         os.killpg(process.pid, signal.SIGKILL)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         _, stderr = process.communicate(timeout=60)
+    killed_in = in_flight_batch(checkpoint)
     assert killed_in is not None, f"no batch was ever in flight; stderr:\n{stderr[-3000:]}"
     assert process.returncode == -signal.SIGKILL
     assert killed_in not in batch_ids(checkpoint / "commits")

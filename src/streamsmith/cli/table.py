@@ -81,6 +81,7 @@ def history(
     that wrote it and the columns it added or changed (schema evolution). `--details`,
     and `--format json` always, add the operation's parameters and metrics."""
     from streamsmith.io.delta_log import commit_writers, rows_in_out, schema_changes
+    from streamsmith.io.delta_marks import marked_batch
     from streamsmith.io.lake_paths import CHECKPOINTS_DIR
     from streamsmith.runtime.checkpoint_files import query_names_by_id
 
@@ -90,6 +91,10 @@ def history(
     versions = [int(e["version"]) for e in entries if "version" in e]
     changes = schema_changes(path, versions)
     writers = commit_writers(path, versions)
+    for entry in entries:  # a foreachBatch write's mark names its query (io.delta_marks)
+        mark = marked_batch(entry.get("userMetadata"))
+        if mark is not None:
+            writers[int(entry["version"])] = mark[0]
     queries = query_names_by_id(storage_root(root) / CHECKPOINTS_DIR) if writers else {}
     details = details or fmt == "json"
     rows = []

@@ -24,8 +24,8 @@ time (a lock per table in the run's process), each reading the table and its sta
 the one before left them, so the table is that of all their changes together.
 
 Each batch makes one commit to each table (none to ``_cdc_truncates`` unless it
-truncates), both carrying Delta's idempotent-write marks
-(the query as ``txnAppId``, the batch id as ``txnVersion``). Each commit's effect is the
+truncates), each carrying the batch's mark (the query and the batch id in the commit's
+``userMetadata``: ``streamsmith.io.delta_marks``). Each commit's effect is the
 same whether the other was made before it or not, so a batch replayed after a crash
 between them (or after both, before the checkpoint's commit) makes the one missing, or
 nothing.
@@ -45,6 +45,7 @@ from pyspark.sql.types import StructType
 
 from streamsmith.errors import UserError
 from streamsmith.io import delta
+from streamsmith.io.delta_marks import applied_version
 from streamsmith.object_store import remove_tree
 from streamsmith.transforms.cdc import (
     DELETED,
@@ -100,14 +101,20 @@ def create_tables(
         delta.create_table(spark, path / TRUNCATES, StructType([typed[SEQUENCE]]))
 
 
+def written_tables(path: Path, rules: ChangeRules) -> list[Path]:
+    """The Delta tables a batch of changes commits to: the table at ``path``, its state
+    table, and the truncations' table when the flow applies truncates."""
+    truncates = [path / TRUNCATES] if rules.apply_as_truncates else []
+    return [path, state_path(path, rules), *truncates]
+
+
 def apply_changes(
     batch: DataFrame, path: Path, rules: ChangeRules, app_id: str, batch_id: int, where: str
 ) -> None:
     """Apply the change events of micro-batch ``batch_id`` to the table at ``path``, once
     per ``(app_id, batch_id)``; a replayed batch is still read (``noop``)."""
     side = state_path(path, rules)
-    tables = [path, side, *([path / TRUNCATES] if rules.apply_as_truncates else [])]
-    done = [_applied(table, app_id, batch_id) for table in tables]
+    done = [_applied(table, app_id, batch_id) for table in written_tables(path, rules)]
     if all(done):
         batch.write.format("noop").mode("overwrite").save()
         return
@@ -148,7 +155,7 @@ def _apply(
             steps.append(lambda: _record_truncation(session, path / TRUNCATES, cut))
         for step, applied in zip(steps, done, strict=True):
             if not applied:
-                with delta.idempotent(session, app_id, batch_id):
+                with delta.marked(session, app_id, batch_id):
                     step()
     finally:
         given.unpersist()
@@ -178,7 +185,7 @@ def backfill(
 
 
 def _applied(path: Path, app_id: str, batch_id: int) -> bool:
-    version = delta.applied_version(path, app_id)
+    version = applied_version(path, app_id)
     return version is not None and batch_id <= version
 
 

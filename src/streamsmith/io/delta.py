@@ -7,11 +7,11 @@ and every version stays readable (time travel) until ``VACUUM`` removes its file
 Streaming appends go through Delta's own streaming sink, which records the query's id and
 batch id in the log with the batch's files: a replayed batch is recognised and skipped.
 ``foreachBatch`` writes (a ``MERGE`` of an update-mode micro-batch, the overwrite of a
-complete-mode one) carry Delta's idempotent-write marks instead: ``txnAppId`` (the query)
-and ``txnVersion`` (the batch id) go into the same commit as the data. A batch that is
-replayed after a crash between the Delta commit and the checkpoint's commit finds its
-version already recorded, writes nothing, and still reads its input (a ``noop`` write), as
-a replayed batch must for Spark to report it.
+complete-mode one) carry streamsmith's mark instead, the query and the batch id in the
+commit's ``userMetadata`` (``io.delta_marks``: why not Delta's ``txnAppId``). A batch
+that is replayed after a crash between the Delta commit and the checkpoint's commit finds
+its mark, writes nothing, and still reads its input (a ``noop`` write), as a replayed
+batch must for Spark to report it.
 """
 
 from __future__ import annotations
@@ -21,16 +21,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, DataFrameWriter, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamsmith.errors import UserError
+from streamsmith.io.delta_marks import USER_METADATA_CONF, applied_version, batch_mark
 from streamsmith.io.lake_paths import is_delta, is_table
 from streamsmith.object_store import remove_tree, storage_options
-
-APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
-VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 
 
 @dataclass(frozen=True)
@@ -94,19 +92,6 @@ def apply_settings(spark: SparkSession, path: Path, settings: TableSettings) -> 
             spark.sql(f"ALTER TABLE {table} CLUSTER BY ({_names(settings.cluster_by)})")
 
 
-def applied_version(path: Path, app_id: str) -> int | None:
-    """The last ``txnVersion`` committed to the table at ``path`` under ``app_id``, read
-    from its log without a JVM (delta-rs), or None when it has none."""
-    from deltalake import DeltaTable
-
-    if not is_delta(path):
-        return None
-    version = DeltaTable(str(path), storage_options=storage_options(path)).transaction_version(
-        app_id
-    )
-    return None if version is None else int(version)
-
-
 def already_applied(batch: DataFrame, path: Path, app_id: str, batch_id: int) -> bool:
     """Whether micro-batch ``batch_id`` of ``app_id`` is already in the table; if so the
     batch is read anyway (``noop``), so its metrics are those of a batch that ran."""
@@ -128,7 +113,7 @@ def merge_batch(
 
     session = batch.sparkSession  # the query's own session: its conf is the query's alone
     condition = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in keys)
-    with idempotent(session, app_id, batch_id):
+    with marked(session, app_id, batch_id):
         (
             DeltaTable.forPath(session, str(path))
             .alias("t")
@@ -145,53 +130,61 @@ def overwrite_batch(
     """Replace the table's content with ``batch`` (complete mode), once per batch."""
     if already_applied(batch, path, app_id, batch_id):
         return
-    writer = (
-        batch.write.format("delta")
-        .mode("overwrite")
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(batch_id))
-    )
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(str(path))
+    _save(batch.write.format("delta").mode("overwrite"), path, app_id, batch_id, partition_by)
 
 
 @contextmanager
-def idempotent(session: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
-    """Delta's idempotent-DML settings on ``session`` for the statements in the block:
-    their commits carry ``app_id`` and ``batch_id``."""
-    session.conf.set(APP_ID_CONF, app_id)
-    session.conf.set(VERSION_CONF, str(batch_id))
+def marked(session: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
+    """The commits of the Delta statements in the block (a ``MERGE``) carry the mark of
+    micro-batch ``batch_id`` of ``app_id`` (``io.delta_marks``); a ``userMetadata`` the
+    session had is restored after."""
+    before = session.conf.get(USER_METADATA_CONF, None)
+    session.conf.set(USER_METADATA_CONF, batch_mark(app_id, batch_id))
     try:
         yield
     finally:
-        session.conf.unset(APP_ID_CONF)
-        session.conf.unset(VERSION_CONF)
+        if before is None:
+            session.conf.unset(USER_METADATA_CONF)
+        else:
+            session.conf.set(USER_METADATA_CONF, before)
 
 
 def append_batch(
-    batch: DataFrame, path: Path, app_id: str, batch_id: int, partition_by: Sequence[str] = ()
+    batch: DataFrame,
+    path: Path,
+    app_id: str,
+    batch_id: int,
+    partition_by: Sequence[str] = (),
+    *,
+    durable: bool = False,
 ) -> int:
     """Append ``batch`` to the table once per ``(app_id, batch_id)``; returns its rows
     (those of the first attempt when the batch is a replay, which writes nothing).
 
     For tables a ``foreachBatch`` writes (a flow's quarantine and late events): the
-    marks go into the append's commit, as for :func:`merge_batch`.
+    mark goes into the append's commit, as for :func:`merge_batch`. ``durable`` also
+    records it with Delta's ``txnAppId``/``txnVersion``, which outlive the log's
+    cleanup (a ``once`` flow's append, checked on every run for as long as it exists).
     """
     counted = Observation(f"rows-{app_id}-{batch_id}")
     batch = batch.observe(counted, F.count(F.lit(1)).alias("rows"))
     if not already_applied(batch, path, app_id, batch_id):
-        writer = (
-            batch.write.format("delta")
-            .mode("append")
-            .option("mergeSchema", "true")  # new columns of an evolved input are added
-            .option("txnAppId", app_id)
-            .option("txnVersion", str(batch_id))
-        )
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        writer.save(str(path))
+        writer = batch.write.format("delta").mode("append")
+        writer = writer.option("mergeSchema", "true")  # new columns of an evolved input
+        if durable:
+            writer = writer.option("txnAppId", app_id).option("txnVersion", str(batch_id))
+        _save(writer, path, app_id, batch_id, partition_by)
     return int(counted.get.get("rows", 0))
+
+
+def _save(
+    writer: DataFrameWriter, path: Path, app_id: str, batch_id: int, partition_by: Sequence[str]
+) -> None:
+    """Commit ``writer``'s write to ``path`` with the mark of ``(app_id, batch_id)``."""
+    writer = writer.option("userMetadata", batch_mark(app_id, batch_id))
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(str(path))
 
 
 def overwrite_table(

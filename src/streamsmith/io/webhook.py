@@ -31,6 +31,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 
 from streamsmith.config import ConfValue, Trigger, parse_duration
 from streamsmith.errors import UserError
+from streamsmith.io.delta_marks import check_replay
 from streamsmith.io.http_json import post_json
 from streamsmith.io.lake import kept_format, prepare_table, start_foreach_batch, write_batch
 
@@ -132,6 +133,8 @@ def start_webhook_stream(
         failures = spark.createDataFrame(
             [(*record, batch_id) for record in records], UNDELIVERED_SCHEMA
         ).coalesce(1)
-        write_batch(failures, undelivered, batch_id, ("batch_id",), app_id=f"streamsmith:{name}")
+        write_batch(failures, undelivered, batch_id, ("batch_id",), app_id=app_id)
 
+    app_id = f"streamsmith:{name}"
+    check_replay(undelivered, app_id, checkpoint)
     return start_foreach_batch(frame, post_batch, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -33,6 +33,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamsmith.config import Trigger
+from streamsmith.io.delta_marks import check_replay
 from streamsmith.io.lake import (
     COMMIT_LOG,
     TableFormat,
@@ -125,4 +126,5 @@ def start_quarantine_stream(
             rows = write_batch(batch, path, batch_id, partition_by, app_id=app_id)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 
+    check_replay(path, app_id, checkpoint)
     return start_foreach_batch(frame, write, name=name, checkpoint=checkpoint, trigger=trigger)

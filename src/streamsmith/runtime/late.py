@@ -42,6 +42,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampType
 
 from streamsmith.config import Trigger, parse_duration
+from streamsmith.io.delta_marks import check_replay
 from streamsmith.io.lake import TableFormat, prepare_table, start_foreach_batch, write_batch
 from streamsmith.io.sources.base import SourceKind
 from streamsmith.io.state_files import read_json_state, write_durably
@@ -214,6 +215,7 @@ def start_late_stream(
             max_times.record(batch_id, newest.get.get("us"))
         observed.note(name, batch_id, LATE_METRIC, dropped)
 
+    check_replay(path, app_id, checkpoint)
     return start_foreach_batch(events, write, name=name, checkpoint=checkpoint, trigger=trigger)
 
 

@@ -29,9 +29,9 @@ from streamsmith.io.delta import (
     NO_SETTINGS,
     TableSettings,
     append_batch,
-    applied_version,
     overwrite_table,
 )
+from streamsmith.io.delta_marks import applied_version
 from streamsmith.io.lake import lake_tables, read_table
 from streamsmith.monitor.recorder import first_line
 from streamsmith.object_store import storage_options
@@ -117,7 +117,9 @@ def refresh(
             continue  # appended by an earlier run
         try:
             if view.query is not None and view.once:
-                rows = append_batch(view.query(spark), view.path, once_id, 0, view.partition_by)
+                rows = append_batch(
+                    view.query(spark), view.path, once_id, 0, view.partition_by, durable=True
+                )
                 message = f"once flow appended {rows} rows"
                 done = {"event": "once_flow_appended", "rows": rows, "message": message}
                 written.append(record({**event, **done}))

@@ -9,10 +9,9 @@
 - a flow with ``cdc``: its rows are change events, applied to the table by key each
   micro-batch, type 1 or 2 (``streamsmith.io.cdc``).
 
-The last three run from ``foreachBatch`` with Delta's idempotent-write marks (the query and
-the batch id in the same commit as the data), so a batch replayed after a crash between
-the Delta commit and the checkpoint's commit leaves the table as it was
-(``streamsmith.io.delta``).
+The last three run from ``foreachBatch``, each commit marked with the query and the batch
+id (``streamsmith.io.delta_marks``), so a batch replayed after a crash between the Delta
+commit and the checkpoint's commit leaves the table as it was (``streamsmith.io.delta``).
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from pyspark.sql.types import StructType
 from streamsmith.errors import UserError
 from streamsmith.io import cdc, delta
 from streamsmith.io.delta import TableSettings
+from streamsmith.io.delta_marks import check_replay
 from streamsmith.io.sinks.base import (
     ALL_MODES,
     LakeBackedSink,
@@ -175,6 +175,9 @@ class DeltaSink(LakeBackedSink):
         self.create(spark, frame)
         app_id = f"streamsmith:{self.context.app}:{query.name}"
         rules = self.change_rules(frame)
+        if rules is not None or query.output_mode in ("update", "complete"):
+            for table in cdc.written_tables(path, rules) if rules is not None else [path]:
+                check_replay(table, app_id, query.checkpoint)
         if rules is not None:
             where = f"flow {self.context.flow!r}"
 

@@ -64,6 +64,14 @@ def test_a_converted_table_keeps_committed_batches_and_its_stream_resumes_exactl
 
     converted = invoke("table", "convert", "kept", "--root", str(tmp_path / "data"))
     assert converted.returncode == 0, converted.stderr
+    # The CONVERT commit (readVersion -1) is in the history (delta-rs refused to read it)
+    shown = invoke("table", "history", "kept", "--root", str(tmp_path / "data"), "--format",
+                   "json")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert [json.loads(line)["operation"] for line in shown.stdout.splitlines()] == [
+        "WRITE",
+        "CONVERT",
+    ]
     assert "kept: a Delta table of 4 files, partitioned by big" in converted.stdout
     assert "resumes after batch 1 once its sink says format: delta" in converted.stdout
     rows = sorted(tuple(r) for r in spark.read.format("delta").load(str(table)).collect())

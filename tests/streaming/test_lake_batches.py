@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from streamsmith.io.delta_marks import marked_batch
 from streamsmith.io.lake import prepare_table, read_table, replace_batch_files, write_batch
 
 SCHEMA = "n int, day string"
@@ -49,5 +50,14 @@ def test_a_replayed_batch_of_a_delta_table_commits_nothing_and_counts_its_rows(
 
     rows = read_table(spark, table).collect()
     assert sorted((r.n, r.day) for r in rows) == [(1, "mon"), (2, "tue"), (3, "mon"), (4, "wed")]
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()
-    assert sorted(row.operation for row in history) == ["CREATE TABLE", "WRITE", "WRITE", "WRITE"]
+    history = sorted(
+        spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect(), key=lambda r: r.version
+    )
+    # batches 0 and 1 once each, each commit marked with its batch; the empty batch 2
+    # adds nothing and commits nothing (a replay of it would write nothing either)
+    assert [row.operation for row in history] == ["CREATE TABLE", "WRITE", "WRITE"]
+    assert [marked_batch(row.userMetadata) for row in history] == [
+        None,
+        ("side-query", 0),
+        ("side-query", 1),
+    ]

@@ -80,14 +80,14 @@ def history(
     the rows it was given and what it changed (`+inserted ~updated -deleted`), the query
     that wrote it and the columns it added or changed (schema evolution). `--details`,
     and `--format json` always, add the operation's parameters and metrics."""
-    from streamsmith.io.delta_log import commit_writers, rows_in_out, schema_changes
+    from streamsmith.io.delta_log import commit_infos, commit_writers, rows_in_out, schema_changes
     from streamsmith.io.delta_marks import marked_batch
     from streamsmith.io.lake_paths import CHECKPOINTS_DIR
     from streamsmith.runtime.checkpoint_files import query_names_by_id
 
     check_format(fmt)
     path = _delta_path(table, root)
-    entries = _delta(table, root).history()
+    entries = list(commit_infos(path))
     versions = [int(e["version"]) for e in entries if "version" in e]
     changes = schema_changes(path, versions)
     writers = commit_writers(path, versions)

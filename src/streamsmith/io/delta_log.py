@@ -11,11 +11,13 @@ for such an action and says which columns it added, changed or dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 LOG_DIR = "_delta_log"
+_COMMIT_FILE = re.compile(r"\d{20}\.json")
 
 
 def schema_changes(path: Path, versions: Iterable[int]) -> dict[int, str]:
@@ -51,6 +53,22 @@ def describe_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     if dropped:
         parts.append("dropped " + ", ".join(dropped))
     return "; ".join(parts)
+
+
+def commit_infos(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """The ``commitInfo`` of each commit the log of the table at ``path`` still holds,
+    newest first (at most ``limit``), each with its ``version``: what ``DESCRIBE
+    HISTORY`` shows. Read from the commit files (local or object store) rather than by
+    delta-rs, whose history refuses a ``CONVERT TO DELTA`` commit (``readVersion: -1``)."""
+    versions = sorted(
+        (int(entry.name[:-5]) for entry in (path / LOG_DIR).glob("*.json")
+         if _COMMIT_FILE.fullmatch(entry.name)),
+        reverse=True,
+    )  # fmt: skip
+    for version in versions[:limit]:
+        found = _actions(path / LOG_DIR / f"{version:020d}.json", '"commitInfo"')
+        info = (found[0].get("commitInfo") if found else None) or {}
+        yield {**info, "version": version}
 
 
 def commit_writers(path: Path, versions: Iterable[int]) -> dict[int, str]:

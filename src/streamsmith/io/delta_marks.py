@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from streamsmith.errors import UserError
+from streamsmith.io.delta_log import commit_infos
 from streamsmith.io.lake_paths import is_delta
 from streamsmith.object_store import storage_options
 
@@ -72,18 +73,24 @@ def newest_mark(commits: Iterable[Mapping[str, Any]], writer: str) -> int | None
 
 def applied_version(path: Path, writer: str) -> int | None:
     """The last micro-batch ``writer`` committed to the table at ``path``, read from its
-    log without a JVM (delta-rs), or None when it has written none there."""
+    log without a JVM, or None when it has written none there."""
     if not is_delta(path):
         return None
-    table = _table(path)
-    recent = table.history(RECENT_COMMITS)
+    recent = list(commit_infos(path, RECENT_COMMITS))
     batch = newest_mark(recent, writer)
     if batch is None and len(recent) == RECENT_COMMITS:
-        batch = newest_mark(table.history(), writer)
-    if batch is None:  # a durable write, or one made before the marks
-        version = table.transaction_version(writer)
-        batch = None if version is None else int(version)
-    return batch
+        batch = newest_mark(commit_infos(path), writer)
+    return batch if batch is not None else _txn_version(path, writer)
+
+
+def _txn_version(path: Path, writer: str) -> int | None:
+    """The writer's batch in Delta's own marks (``txnAppId``, read by delta-rs): a
+    durable write, or one made before streamsmith's marks."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path), storage_options=storage_options(path))
+    version = table.transaction_version(writer)
+    return None if version is None else int(version)
 
 
 def check_replay(path: Path, writer: str, checkpoint: Path) -> None:
@@ -94,9 +101,8 @@ def check_replay(path: Path, writer: str, checkpoint: Path) -> None:
     if pending is None or not is_delta(path):
         return
     batch_id, started_ms = pending
-    table = _table(path)
-    commits = table.history()
-    if newest_mark(commits, writer) is not None or table.transaction_version(writer) is not None:
+    commits = list(commit_infos(path))
+    if newest_mark(commits, writer) is not None or _txn_version(path, writer) is not None:
         return  # the writer's newest mark is there: the replay finds what it wrote
     oldest = min(commits, key=lambda c: int(c.get("version", 0)), default=None)
     if oldest is None or int(oldest.get("version", 0)) == 0:
@@ -128,9 +134,3 @@ def _pending_batch(checkpoint: Path) -> tuple[int, int] | None:
     lines = (checkpoint / "offsets" / str(offsets[-1])).read_text(encoding="utf-8").splitlines()
     metadata = json.loads(lines[1]) if len(lines) > 1 else {}
     return offsets[-1], int(metadata.get("batchTimestampMs", 0))
-
-
-def _table(path: Path) -> Any:
-    from deltalake import DeltaTable
-
-    return DeltaTable(str(path), storage_options=storage_options(path))

@@ -8,8 +8,9 @@ and the batch in its ``commitInfo.userMetadata``::
 
     {"streamsmith": {"writer": "streamsmith:<app>:<query>", "batch": 12}}
 
-and the check reads the newest mark of the writer from the table's history without a JVM
-(delta-rs): batches commit in order, so the newest mark is the last batch written.
+and the check reads the newest mark of the writer from the table's commit files, in the
+driver's Python (``io.delta_log.commit_infos``): batches commit in order, so the newest
+mark is the last batch written.
 
 Delta's own idempotent writes (``txnAppId``/``txnVersion``) would do the same, but
 Delta 4.4 answers ``txnVersion`` from the table's full state, which it rebuilds with

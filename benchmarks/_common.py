@@ -37,6 +37,13 @@ from streamsmith.spark.session import build_session
 YSB_TOPIC = "ysb-ads"
 
 
+def jvm_pid(spark: SparkSession) -> int:
+    """The process id of ``spark``'s driver JVM (whose CPU :func:`process_cpu` reads)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    return int(jvm.java.lang.ProcessHandle.current().pid())
+
+
 def process_cpu(pid: int) -> float:
     """User and system CPU seconds of process ``pid`` and of its ended children (the short
     processes Hadoop starts on a local disk, without streamsmith's file system)."""

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import one_row_batches
+from _common import jvm_pid, one_row_batches
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 from streamsmith.io.delta import append_batch
@@ -82,9 +82,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     args = parser.parse_args()
     spark = local_session()
-    jvm = spark._jvm
-    assert jvm is not None
-    pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    pid = jvm_pid(spark)
     figures: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
     for round_ in range(3):
         for way in WAYS:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import process_cpu
+from _common import jvm_pid, process_cpu
 from delta.tables import DeltaTable
 from deltalake import DeltaTable as RustTable
 from deltalake import Schema
@@ -57,9 +57,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=20)
     args = parser.parse_args()
     spark = local_session()
-    jvm = spark._jvm
-    assert jvm is not None
-    pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    pid = jvm_pid(spark)
     print(f"{args.tables} empty partitioned tables per round, one warm local[2] JVM; per table")
     print(f"{'round':<7}{'created by':<16}{'wall s':>8}{'CPU s':>8}")
     for round_ in range(1, 4):

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import one_row_batches
+from _common import jvm_pid, one_row_batches
 
 from streamsmith.spark.session import LOCAL_FILES_IN_JVM
 
@@ -43,9 +43,7 @@ def child(system: str, sink: str, batches: int) -> None:
     spark = build_session(
         SparkSpec(master="local[2]", log_level="ERROR", conf=dict(SYSTEMS[system])), "files"
     )
-    jvm = spark._jvm
-    assert jvm is not None
-    pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    pid = jvm_pid(spark)
     with tempfile.TemporaryDirectory(prefix="local-files-") as tmp:
         folder, table = Path(tmp, "in"), Path(tmp, "table")
         folder.mkdir()

@@ -62,7 +62,7 @@ def create_table(
 
     A table without settings is created by delta-rs, in the driver's Python: the same
     log entries (Spark's schema JSON is Delta's), a few milliseconds against Delta's
-    0.2-0.7 s of JVM work per table (``benchmarks/delta_create.py``). Properties and
+    0.2-0.5 s of JVM work per table (``benchmarks/delta_create.py``). Properties and
     clustering go through Delta's own builder, which knows what each one implies."""
     refuse_parquet(path)
     if is_delta(path):

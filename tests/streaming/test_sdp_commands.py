@@ -159,7 +159,7 @@ def test_status_query_history_graph_check_upgrade_refresh_and_backfill_of_an_sdp
         "6",
     ]
     assert history("big_orders") == [
-        ("1", "STREAMING UPDATE", "4", "+4", "sdpshop.big_orders"),
+        ("1", "WRITE", "4", "+4", "sdpshop.big_orders"),
         ("0", "CREATE TABLE", "", "", ""),
     ]
     assert dashboard_graph(storage) == [

@@ -17,6 +17,7 @@ from streamsmith.io.delta_marks import (
     applied_version,
     batch_mark,
     check_replay,
+    checkpoint_query_id,
     marked_batch,
 )
 
@@ -70,6 +71,22 @@ def test_a_table_written_before_the_marks_answers_by_delta_s_txn_version(
     assert applied_version(table, WRITER) == 6
 
 
+def test_batches_delta_s_streaming_sink_wrote_count_under_the_query_s_id(tmp_path: Path) -> None:
+    """A flow's appends went through Delta's streaming sink before, which marked them
+    with the streaming query's id (as ``table convert`` does): a replay of its last
+    batch after the upgrade finds it written; its marks then take over."""
+    table, query_id = tmp_path / "t", "0b7c2a6e-5d1f-4c39-9a63-3c1f7f1d2e40"
+    commit(table, txn=(query_id, 8))
+    assert applied_version(table, WRITER) is None
+    assert applied_version(table, WRITER, legacy=query_id) == 8
+    cleaned = tmp_path / "cleaned"  # the query's txn outlives the log's cleanup: it starts
+    commit(cleaned, txn=(query_id, 8))
+    cleaned_log(cleaned, 0)
+    check_replay(cleaned, WRITER, pending_checkpoint(tmp_path / "cp", 9, 0), legacy=query_id)
+    commit(table, batch_mark(WRITER, 9))
+    assert applied_version(table, WRITER, legacy=query_id) == 9
+
+
 def pending_checkpoint(folder: Path, batch: int, started_ms: int) -> Path:
     """A checkpoint whose batch ``batch`` is logged and not committed (a kill mid-batch)."""
     (folder / "offsets").mkdir(parents=True)
@@ -118,3 +135,9 @@ def test_a_replay_the_log_can_answer_starts(tmp_path: Path) -> None:
     (done / "commits" / "3").write_text("v1\n{}")
     check_replay(table, "streamsmith:app:gone", done)
     check_replay(table, "streamsmith:app:gone", tmp_path / "none")
+
+
+def test_a_checkpoint_s_query_id_is_in_its_metadata_file(tmp_path: Path) -> None:
+    assert checkpoint_query_id(tmp_path) is None  # before the query's first start
+    (tmp_path / "metadata").write_text('{"id":"0b7c2a6e-5d1f-4c39-9a63-3c1f7f1d2e40"}\n')
+    assert checkpoint_query_id(tmp_path) == "0b7c2a6e-5d1f-4c39-9a63-3c1f7f1d2e40"

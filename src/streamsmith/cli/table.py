@@ -223,11 +223,8 @@ def convert(table: Table, root: Root = None) -> None:
     only files of committed batches enter it. Stop the pipeline first; then set
     `format: delta` on the flow's sink and run: its checkpoint resumes where it was."""
     from streamsmith.config import SparkSpec
-    from streamsmith.io.delta_convert import (
-        checkpoint_query_id,
-        convert_to_delta,
-        record_streamed_batch,
-    )
+    from streamsmith.io.delta_convert import convert_to_delta, record_streamed_batch
+    from streamsmith.io.delta_marks import checkpoint_query_id
     from streamsmith.io.lake_paths import lake_table
     from streamsmith.spark.session import build_session
 

@@ -4,11 +4,11 @@ A Delta table is a folder with a transaction log (``_delta_log``): a reader sees
 the committed versions, so the files of a batch killed before its commit are never read,
 and every version stays readable (time travel) until ``VACUUM`` removes its files.
 
-Streaming appends go through Delta's own streaming sink, which records the query's id and
-batch id in the log with the batch's files: a replayed batch is recognised and skipped.
-``foreachBatch`` writes (a ``MERGE`` of an update-mode micro-batch, the overwrite of a
-complete-mode one) carry streamsmith's mark instead, the query and the batch id in the
-commit's ``userMetadata`` (``io.delta_marks``: why not Delta's ``txnAppId``). A batch
+A streaming query writes each micro-batch from ``foreachBatch`` (an append, the ``MERGE``
+of an update-mode batch, the overwrite of a complete-mode one), and each commit carries
+streamsmith's mark, the query and the batch id in its ``userMetadata``
+(``io.delta_marks``: why not Delta's ``txnAppId``, and why not Delta's streaming sink,
+which reads it every batch). A batch
 that is replayed after a crash between the Delta commit and the checkpoint's commit finds
 its mark, writes nothing, and still reads its input (a ``noop`` write), as a replayed
 batch must for Spark to report it.
@@ -29,6 +29,7 @@ from streamsmith.errors import UserError
 from streamsmith.io.delta_marks import USER_METADATA_CONF, applied_version, batch_mark
 from streamsmith.io.lake_paths import is_delta, is_table
 from streamsmith.object_store import remove_tree, storage_options
+from streamsmith.spark.conf import session_conf
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,13 @@ def apply_settings(spark: SparkSession, path: Path, settings: TableSettings) -> 
             spark.sql(f"ALTER TABLE {table} CLUSTER BY ({_names(settings.cluster_by)})")
 
 
-def already_applied(batch: DataFrame, path: Path, app_id: str, batch_id: int) -> bool:
-    """Whether micro-batch ``batch_id`` of ``app_id`` is already in the table; if so the
-    batch is read anyway (``noop``), so its metrics are those of a batch that ran."""
-    version = applied_version(path, app_id)
+def already_applied(
+    batch: DataFrame, path: Path, app_id: str, batch_id: int, legacy: str | None = None
+) -> bool:
+    """Whether micro-batch ``batch_id`` of ``app_id`` (or of ``legacy``: see
+    ``io.delta_marks.applied_version``) is already in the table; if so the batch is read
+    anyway (``noop``), so its metrics are those of a batch that ran."""
+    version = applied_version(path, app_id, legacy)
     if version is None or batch_id > version:
         return False
     batch.write.format("noop").mode("overwrite").save()
@@ -153,15 +157,8 @@ def marked(session: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
     """The commits of the Delta statements in the block (a ``MERGE``) carry the mark of
     micro-batch ``batch_id`` of ``app_id`` (``io.delta_marks``); a ``userMetadata`` the
     session had is restored after."""
-    before = session.conf.get(USER_METADATA_CONF, None)
-    session.conf.set(USER_METADATA_CONF, batch_mark(app_id, batch_id))
-    try:
+    with session_conf(session, {USER_METADATA_CONF: batch_mark(app_id, batch_id)}):
         yield
-    finally:
-        if before is None:
-            session.conf.unset(USER_METADATA_CONF)
-        else:
-            session.conf.set(USER_METADATA_CONF, before)
 
 
 def append_batch(
@@ -172,18 +169,20 @@ def append_batch(
     partition_by: Sequence[str] = (),
     *,
     durable: bool = False,
+    legacy: str | None = None,
 ) -> int:
     """Append ``batch`` to the table once per ``(app_id, batch_id)``; returns its rows
     (those of the first attempt when the batch is a replay, which writes nothing).
 
-    For tables a ``foreachBatch`` writes (a flow's quarantine and late events): the
-    mark goes into the append's commit, as for :func:`merge_batch`. ``durable`` also
-    records it with Delta's ``txnAppId``/``txnVersion``, which outlive the log's
-    cleanup (a ``once`` flow's append, checked on every run for as long as it exists).
+    For a flow's appends, its quarantine and late events: the mark goes into the
+    append's commit, as for :func:`merge_batch`. ``durable`` also records it with
+    Delta's ``txnAppId``/``txnVersion``, which outlive the log's cleanup (a ``once``
+    flow's append, checked on every run for as long as it exists). ``legacy``: see
+    :func:`already_applied`.
     """
     counted = Observation(f"rows-{app_id}-{batch_id}")
     batch = batch.observe(counted, F.count(F.lit(1)).alias("rows"))
-    if not already_applied(batch, path, app_id, batch_id):
+    if not already_applied(batch, path, app_id, batch_id, legacy):
         writer = batch.write.format("delta").mode("append")
         writer = writer.option("mergeSchema", "true")  # new columns of an evolved input
         if durable:

@@ -5,16 +5,16 @@ the file sink's commit log (``_spark_metadata``). Delta's ``CONVERT TO DELTA`` r
 log when it is there, so the files of a batch killed before its commit stay out of the
 new table, as they stayed out of every reader before. The files are not rewritten.
 
-The stream that wrote the table resumes on its checkpoint with a Delta sink: Delta's
-streaming sink skips a batch whose id its log records for the query
-(``SetTransaction``, keyed by the query's id). The conversion records the last batch the
-file sink committed, so a batch the file sink committed but the checkpoint did not (a
-crash between the two) is recognised on replay rather than written twice.
+The stream that wrote the table resumes on its checkpoint with a Delta sink, which skips
+a batch its writer already committed: by streamsmith's marks, or, for batches written
+before them, by Delta's ``SetTransaction`` keyed by the query's id
+(``io.delta_marks.applied_version``). The conversion records the last batch the file
+sink committed that way, so a batch the file sink committed but the checkpoint did not
+(a crash between the two) is recognised on replay rather than written twice.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,15 +102,6 @@ def record_streamed_batch(spark: SparkSession, path: Path, query_id: str, batch_
         .option("txnVersion", str(batch_id))
         .save(str(path))
     )
-
-
-def checkpoint_query_id(checkpoint: Path) -> str | None:
-    """The persistent id of the query a checkpoint belongs to (its ``metadata`` file)."""
-    metadata = checkpoint / "metadata"
-    if not metadata.is_file():
-        return None
-    first = metadata.read_text(encoding="utf-8").splitlines()[:1]
-    return str(json.loads(first[0])["id"]) if first else None
 
 
 def _quoted(name: str) -> str:

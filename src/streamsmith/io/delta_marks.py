@@ -72,38 +72,54 @@ def newest_mark(commits: Iterable[Mapping[str, Any]], writer: str) -> int | None
     return None
 
 
-def applied_version(path: Path, writer: str) -> int | None:
+def applied_version(path: Path, writer: str, legacy: str | None = None) -> int | None:
     """The last micro-batch ``writer`` committed to the table at ``path``, read from its
-    log without a JVM, or None when it has written none there."""
+    log without a JVM, or None when it has written none there. ``legacy``: the id Delta's
+    own marks knew the writer by before it had streamsmith's (a streaming query's id,
+    which Delta's streaming sink and ``table convert`` record)."""
     if not is_delta(path):
         return None
     recent = list(commit_infos(path, RECENT_COMMITS))
     batch = newest_mark(recent, writer)
     if batch is None and len(recent) == RECENT_COMMITS:
         batch = newest_mark(commit_infos(path), writer)
-    return batch if batch is not None else _txn_version(path, writer)
+    return batch if batch is not None else _txn_version(path, writer, legacy)
 
 
-def _txn_version(path: Path, writer: str) -> int | None:
-    """The writer's batch in Delta's own marks (``txnAppId``, read by delta-rs): a
-    durable write, or one made before streamsmith's marks."""
+def _txn_version(path: Path, *writers: str | None) -> int | None:
+    """The batch of the first of ``writers`` found in Delta's own marks (``txnAppId``,
+    read by delta-rs): a durable write, or one made before streamsmith's marks."""
     from deltalake import DeltaTable
 
     table = DeltaTable(str(path), storage_options=storage_options(path))
-    version = table.transaction_version(writer)
-    return None if version is None else int(version)
+    for writer in writers:
+        version = None if writer is None else table.transaction_version(writer)
+        if version is not None:
+            return int(version)
+    return None
 
 
-def check_replay(path: Path, writer: str, checkpoint: Path) -> None:
+def checkpoint_query_id(checkpoint: Path) -> str | None:
+    """The persistent id of the query a checkpoint belongs to (its ``metadata`` file),
+    None before the query's first start."""
+    metadata = checkpoint / "metadata"
+    if not metadata.is_file():
+        return None
+    first = metadata.read_text(encoding="utf-8").splitlines()[:1]
+    return str(json.loads(first[0])["id"]) if first else None
+
+
+def check_replay(path: Path, writer: str, checkpoint: Path, legacy: str | None = None) -> None:
     """Before a query starts: refuse it when the batch it would replay (logged in its
     checkpoint's offsets, not committed) may have been written to the table at ``path``
-    by commits the log no longer holds, so the replay could not tell (see above)."""
+    by commits the log no longer holds, so the replay could not tell (see above).
+    ``legacy``: as for :func:`applied_version`."""
     pending = _pending_batch(checkpoint)
     if pending is None or not is_delta(path):
         return
     batch_id, started_ms = pending
     commits = list(commit_infos(path))
-    if newest_mark(commits, writer) is not None or _txn_version(path, writer) is not None:
+    if newest_mark(commits, writer) is not None or _txn_version(path, writer, legacy) is not None:
         return  # the writer's newest mark is there: the replay finds what it wrote
     oldest = min(commits, key=lambda c: int(c.get("version", 0)), default=None)
     if oldest is None or int(oldest.get("version", 0)) == 0:

@@ -2,10 +2,8 @@
 
 A Delta table (the default) has a transaction log: readers see committed versions only,
 so the files of a batch killed before its commit are never read, whatever reads them.
-Streaming appends go through Delta's streaming sink (the query's id and batch id are
-committed with the batch's files, and a replay is skipped); tables a ``foreachBatch``
-writes (late events, the quarantine of file-fed flows) commit each batch with Delta's
-idempotent-write marks (``streamsmith.io.delta``).
+Streaming queries write each batch from ``foreachBatch``, its commit marked with the
+query and the batch id, so a replayed batch is skipped (``streamsmith.io.delta``).
 
 A Parquet table (``format: parquet``, and tables written before Delta was the default)
 goes through Spark's file sink: each micro-batch's files are listed in the table's
@@ -33,6 +31,7 @@ from pyspark.sql.types import StructType
 from streamsmith.config import Trigger
 from streamsmith.errors import UserError
 from streamsmith.io import delta
+from streamsmith.io.delta_marks import check_replay, checkpoint_query_id
 from streamsmith.io.lake_paths import (
     BACKFILL_DIR,
     CHECKPOINTS_DIR,
@@ -48,6 +47,7 @@ from streamsmith.io.lake_paths import (
     model_path,
     table_path,
 )
+from streamsmith.spark.conf import start_foreach_batch_writer
 
 # The paths live in io.lake_paths (no Spark there); importers of io.lake still find them.
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "replace_static_table",
     "save_schema",
     "saved_schema",
+    "start_delta_appends",
     "start_foreach_batch",
     "start_table_stream",
     "table_path",
@@ -91,14 +92,22 @@ def start_table_stream(
     partition_by: Sequence[str] = (),
     output_mode: str = "append",
     table_format: TableFormat = "parquet",
+    app_id: str | None = None,
 ) -> StreamingQuery:
-    """Start a named streaming query appending ``frame`` to a table: through Delta's
-    streaming sink, or Spark's Parquet file sink."""
+    """Start a named streaming query appending ``frame`` to a table: a Delta table's
+    batches appended from ``foreachBatch`` with the marks of ``app_id`` (by default the
+    query's name; :func:`start_delta_appends`), or Spark's Parquet file sink."""
     prepare_table(frame.sparkSession, path, frame.schema, partition_by, table_format)
+    if table_format == "delta":
+        if output_mode != "append":
+            raise ValueError(f"a Delta table stream appends (not {output_mode})")
+        return start_delta_appends(
+            frame, name=name, path=path, checkpoint=checkpoint, trigger=trigger,
+            partition_by=partition_by, app_id=app_id or f"streamsmith:{name}",
+        )  # fmt: skip
     writer = (
         frame.writeStream.queryName(name)
         .format(table_format)
-        .option("mergeSchema", "true")  # Delta adds new columns; Spark's file sink ignores it
         .outputMode(output_mode)
         .option("checkpointLocation", str(checkpoint))
         .trigger(**trigger.spark_kwargs())
@@ -106,6 +115,33 @@ def start_table_stream(
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     return writer.start(str(path))
+
+
+def start_delta_appends(
+    frame: DataFrame,
+    *,
+    name: str,
+    path: Path,
+    checkpoint: Path,
+    trigger: Trigger,
+    partition_by: Sequence[str],
+    app_id: str,
+) -> StreamingQuery:
+    """Start a named query appending each micro-batch of ``frame`` to the Delta table at
+    ``path`` once (``io.delta.append_batch``, marked with ``app_id``).
+
+    Not Delta's streaming sink: it reads the query's last batch from the table's state,
+    which Delta 4.4 rebuilds with Spark jobs after every commit, about two thirds of a
+    small batch's time (``benchmarks/delta_batch_marks.py``). Batches that sink wrote
+    before (Delta's ``SetTransaction`` under the query's id, which ``table convert``
+    records too) are still recognised when the checkpoint replays one."""
+    legacy = checkpoint_query_id(checkpoint)
+    check_replay(path, app_id, checkpoint, legacy)
+
+    def append(batch: DataFrame, batch_id: int) -> None:
+        delta.append_batch(batch, path, app_id, batch_id, partition_by, legacy=legacy)
+
+    return start_foreach_batch(frame, append, name=name, checkpoint=checkpoint, trigger=trigger)
 
 
 def start_foreach_batch(
@@ -118,14 +154,14 @@ def start_foreach_batch(
     output_mode: str = "append",
 ) -> StreamingQuery:
     """Start a named query handing each micro-batch and its id to ``write``."""
-    return (
+    writer = (
         frame.writeStream.queryName(name)
         .outputMode(output_mode)
         .option("checkpointLocation", str(checkpoint))
         .trigger(**trigger.spark_kwargs())
         .foreachBatch(write)
-        .start()
     )
+    return start_foreach_batch_writer(frame.sparkSession, writer)
 
 
 def prepare_table(

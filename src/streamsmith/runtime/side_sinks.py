@@ -70,10 +70,6 @@ class _SideSink(LakeBackedSink):
     def table_format(self) -> TableFormat:
         return kept_format(self.lake_path, self._format)
 
-    def app_id(self, query: QueryArgs) -> str:
-        """Who the table's idempotent-write marks name (a Delta table's)."""
-        return f"streamsmith:{self.context.app}:{query.name}"
-
 
 def side_notes(sink: object, checkpoint: Path) -> list[str]:
     """What ``check-upgrade`` and ``run`` say of a side query (checkpoint ``checkpoint``)

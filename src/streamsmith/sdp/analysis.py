@@ -30,6 +30,7 @@ from streamsmith.monitor.recorder import first_line
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.sdp.graph import DeclaredFlow, DeclaredGraph
 from streamsmith.sdp.session import Reads
+from streamsmith.spark.conf import session_conf
 
 StandIn = Callable[[str, bool], DataFrame]
 
@@ -162,19 +163,8 @@ def _with_conf(
 ) -> DataFrame:
     """``func()`` with the flow's ``spark_conf`` set in the session while it builds its
     frame (SQL settings the analyser reads take effect)."""
-    if not conf:
+    with session_conf(spark, conf):
         return func()
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        return func()
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def _shaped(frame: object, output: Table | None, flow: DeclaredFlow) -> DataFrame:

@@ -306,9 +306,13 @@ class LakeBackedSink(Sink):
     def read_back(self, spark: SparkSession, schema: Callable[[], StructType]) -> DataFrame:
         return read_table(spark, self.lake_path)
 
+    def app_id(self, query: QueryArgs) -> str:
+        """Who the table's commits name as their writer (``io.delta_marks``)."""
+        return f"streamsmith:{self.context.app}:{query.name}"
+
     def start_file_sink(self, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
-        """``query`` appending ``frame`` to the table through Delta's streaming sink or
-        Spark's file sink, whose logs make each batch exactly once."""
+        """``query`` appending ``frame`` to the table: marked Delta commits, or Spark's
+        file sink, whose commit log makes each batch exactly once."""
         return start_table_stream(
             frame,
             name=query.name,
@@ -318,4 +322,5 @@ class LakeBackedSink(Sink):
             partition_by=self.partition_by,
             output_mode=query.output_mode,
             table_format=self.table_format,
+            app_id=self.app_id(query),
         )

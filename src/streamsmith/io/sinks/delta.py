@@ -1,7 +1,6 @@
 """The Delta Lake table sink: ``<storage_root>/tables/<table>`` as a Delta table.
 
-- ``append``: Delta's streaming sink; each batch's files enter the table's transaction log
-  with the query's id and batch id, and a replayed batch is skipped.
+- ``append``: each micro-batch appended in one commit (``io.lake.start_delta_appends``).
 - ``update`` (``keys`` required): each micro-batch is merged into the table by its keys
   (``MERGE``: windowed aggregates and latest-state tables live in the lake).
 - ``complete``: each micro-batch replaces the table's content.
@@ -9,7 +8,7 @@
 - a flow with ``cdc``: its rows are change events, applied to the table by key each
   micro-batch, type 1 or 2 (``streamsmith.io.cdc``).
 
-The last three run from ``foreachBatch``, each commit marked with the query and the batch
+All four run from ``foreachBatch``, each commit marked with the query and the batch
 id (``streamsmith.io.delta_marks``), so a batch replayed after a crash between the Delta
 commit and the checkpoint's commit leaves the table as it was (``streamsmith.io.delta``).
 """
@@ -173,7 +172,7 @@ class DeltaSink(LakeBackedSink):
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         path = self.lake_path
         self.create(spark, frame)
-        app_id = f"streamsmith:{self.context.app}:{query.name}"
+        app_id = self.app_id(query)
         rules = self.change_rules(frame)
         if rules is not None or query.output_mode in ("update", "complete"):
             for table in cdc.written_tables(path, rules) if rules is not None else [path]:
@@ -198,17 +197,7 @@ class DeltaSink(LakeBackedSink):
                 delta.overwrite_batch(batch, path, app_id, batch_id, self.partition_by)
 
             return start_batches(frame, overwrite, query)
-        writer = (
-            frame.writeStream.queryName(query.name)
-            .format("delta")
-            .outputMode("append")
-            .option("mergeSchema", "true")  # columns added by schema evolution
-            .option("checkpointLocation", str(query.checkpoint))
-            .trigger(**query.trigger.spark_kwargs())
-        )
-        if self.partition_by:
-            writer = writer.partitionBy(*self.partition_by)
-        return writer.start(str(path))
+        return self.start_file_sink(frame, query)
 
     def change_rules(self, frame: DataFrame) -> ChangeRules | None:
         """The flow's ``cdc`` rules over the columns of ``frame``; None without ``cdc``."""

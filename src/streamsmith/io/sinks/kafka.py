@@ -31,6 +31,7 @@ from streamsmith.io.sinks.base import (
 )
 from streamsmith.io.sources.kafka import jvm_kafka_available, read_kafka
 from streamsmith.io.value_formats import encode_values, load_values
+from streamsmith.spark.conf import start_foreach_batch_writer
 
 DEAD_LETTER_SUFFIX = ".dead-letter"
 TOPIC_COLUMN = "topic"  # a row's own topic, when the sink names none
@@ -160,7 +161,7 @@ class KafkaTopicSink(Sink):
         def write_batch(batch: DataFrame, _batch_id: int) -> None:
             batch.write.format(fmt).options(**settings).mode("append").save()
 
-        return writer.foreachBatch(write_batch).start()
+        return start_foreach_batch_writer(frame.sparkSession, writer.foreachBatch(write_batch))
 
     def reset(self) -> list[str]:
         """Topics are left alone: consumers may read them (delete them with Kafka's tools)."""

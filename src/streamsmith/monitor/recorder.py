@@ -267,14 +267,23 @@ def first_line(text: str) -> str:
 def _raised(lines: list[str]) -> str | None:
     """The exception line of the last Python traceback in ``lines`` (of a chain, the one
     raised last), without the exception's module; the lines after it (a Java stack) are
-    not part of it."""
-    found, in_frames = None, False
-    for line in lines:
+    not part of it, unless it is py4j's ``Py4JJavaError`` (a Spark call the function
+    made failed, a Delta write of the batch): then the Java error's root cause."""
+    found, in_frames, java = None, False, None
+    for at, line in enumerate(lines):
         if line.rstrip().endswith(_TRACEBACK):
             in_frames = True
         elif in_frames and line.strip() and not line[:1].isspace():
             name, colon, message = line.strip().partition(":")
             found, in_frames = f"{name.rsplit('.', 1)[-1]}{colon}{message}", False
+            java = at + 1 if name.endswith("Py4JJavaError") else None
+    causes = [] if java is None else [
+        line.strip().removeprefix("Caused by:").removeprefix(":").strip()
+        for line in lines[java:] if line.startswith((": ", "Caused by: "))
+    ]  # fmt: skip
+    if causes:
+        name, colon, message = causes[-1].partition(": ")
+        return f"{name.rsplit('.', 1)[-1]}{colon}{message}"
     return found
 
 

@@ -57,9 +57,13 @@ WORKER_CHATTER = b"TransformWithStateInPandas Python worker"
 # The JVM's note on the module Spark's launcher always adds: nothing a user can act on.
 INCUBATOR_NOTE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 # An ERROR log record's first line, and the lines that continue one: an exception
-# ("org.apache...Exception: ..."), its causes, stack frames and "... 12 more".
+# ("org.apache...Exception: ..."), its causes, stack frames and "... 12 more"; of a
+# failed foreachBatch function, the Python traceback in its message and the Java error
+# of a Spark call it made (py4j's ": org.apache...Exception: ...").
 ERROR_RECORD = re.compile(rb"^\d\d:\d\d:\d\d ERROR ")
-CONTINUED = re.compile(rb"^(\s|Caused by|[a-z][\w$]*(\.[\w$]+)+(: |\r?$))")
+CONTINUED = re.compile(
+    rb"^(\s|Caused by|: |Traceback \(most recent call last\):|[a-z][\w$]*(\.[\w$]+)+(: |\r?$))"
+)
 NEW_FIELDS = NEW_FIELDS_MARK.encode()
 STREAMING_JOB_ARTIFACTS = "streaming_job"
 PYFILES_DIR = "pyfiles"  # under streamsmith's cache folder
@@ -197,10 +201,27 @@ def merged_conf(
 
 def _quiet_query_context_logs() -> None:
     """PySpark logs every analysis error it raises (an unknown column or table) as a JSON
-    record with the JVM's stack trace, before the error reaches its caller; streamsmith
-    says what to fix in one line, so the record only buries it."""
+    record with the JVM's stack trace, before the error reaches its caller, and py4j
+    every failure of a ``foreachBatch`` function (``_CallbackFailures``); streamsmith
+    says what to fix in one line, so the records only bury it."""
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    callbacks = logging.getLogger("py4j.clientserver")
+    if _CALLBACK_FAILURES not in callbacks.filters:
+        callbacks.addFilter(_CALLBACK_FAILURES)
+
+
+class _CallbackFailures(logging.Filter):
+    """Drops py4j's record of an exception raised in Python code the JVM called (a
+    ``foreachBatch`` function): the same exception goes back to the JVM and fails the
+    query, whose error streamsmith reports in one line; the record would print its whole
+    Python and Java traces before that, on every failed batch."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("There was an exception while executing")
+
+
+_CALLBACK_FAILURES = _CallbackFailures()
 
 
 def submitted_master() -> str | None:

@@ -7,51 +7,47 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup java maven jars lock postgres blas jvm-archive browser db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-static test-suite test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink peers-sdp clean
+.PHONY: setup packages test-packages java maven jars lock jvm-archive db-start db-stop demo demo-cloudtrail demo-nest demo-signals test test-static test-suite test-fast test-deep test-cluster test-chaos lint docs docs-serve format bench peers peers-flink peers-sdp clean
 
-setup: java postgres blas $(VENV)/.installed jars jvm-archive
+setup:
+	@$(MAKE) --no-print-directory -j2 packages $(VENV)/.installed
+	@$(MAKE) --no-print-directory jvm-archive
 
+# The Debian packages streamsmith needs, each as NAME:package with HAS_NAME, the check that
+# tells a machine has it. Whatever a machine lacks is installed by one apt-get, beside the
+# virtualenv's install (make setup, make test), not one package after the other.
 # Java 17 runs Spark's JVM, and its compiler builds streamsmith's one Java class (the JDBC
-# server's password check); install the JDK from Debian when the machine lacks either.
-java:
-	@{ command -v java && command -v javac; } >/dev/null 2>&1 || { \
-	  echo "installing openjdk-17-jdk-headless"; \
-	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openjdk-17-jdk-headless; }
+# server's password check); Maven resolves the pinned jars once (make jars), no run needs
+# it afterwards; PostgreSQL serves results (postgres sinks, tests); a native BLAS for
+# MLlib (the secops anomaly model: without it the JVM prints "netlib-blas: JNI_OnLoad:
+# dlopen(libblas.so.3) failed" at the first model call); headless Chromium loads the
+# dashboard in the tests.
+HAS_JDK = command -v java && command -v javac
+HAS_MAVEN = command -v mvn
+HAS_POSTGRES = ls /usr/lib/postgresql/*/bin/initdb || command -v initdb
+HAS_BLAS = ls /usr/lib/*/libblas.so.3 || ls /lib/*/libblas.so.3
+HAS_CHROMIUM = command -v chromium || command -v chromium-browser
+PACKAGES := JDK:openjdk-17-jdk-headless MAVEN:maven POSTGRES:postgresql BLAS:libblas3
+TEST_PACKAGES := $(PACKAGES) CHROMIUM:chromium
+apt_install = missing=""; \
+	$(foreach pair,$(1),{ $(HAS_$(firstword $(subst :, ,$(pair)))); } >/dev/null 2>&1 || \
+	  missing="$$missing $(lastword $(subst :, ,$(pair)))";) \
+	[ -z "$$missing" ] || { echo "installing$$missing"; $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; }
 
-# Maven resolves the pinned jars once (make jars); no run needs it afterwards.
+packages:
+	@$(call apt_install,$(PACKAGES))
+test-packages:
+	@$(call apt_install,$(TEST_PACKAGES))
+java:
+	@$(call apt_install,JDK:openjdk-17-jdk-headless)
 maven:
-	@command -v mvn >/dev/null 2>&1 || { \
-	  echo "installing maven"; \
-	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q maven; }
+	@$(call apt_install,MAVEN:maven)
 
 # The jars of src/streamsmith/spark/stack.py (Spark's Kafka and Avro connectors, Delta Lake,
 # the Kafka broker), resolved into streamsmith's own folder; every run reads only that.
 jars: java maven $(VENV)/.installed
 	$(VENV)/bin/streamsmith jvm fetch
-
-# PostgreSQL serves results (postgres sinks, tests); install Debian's server when missing.
-postgres:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
-	  echo "installing postgresql"; \
-	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q postgresql; }
-
-# A native BLAS for MLlib (the secops anomaly model): without it the JVM prints
-# "netlib-blas: JNI_OnLoad: dlopen(libblas.so.3) failed" at the first model call.
-blas:
-	@ls /usr/lib/*/libblas.so.3 >/dev/null 2>&1 || ls /lib/*/libblas.so.3 >/dev/null 2>&1 || { \
-	  echo "installing libblas3"; \
-	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q libblas3; }
-
-# Headless Chromium loads the dashboard in the tests; install Debian's when missing.
-browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
-	  echo "installing chromium"; \
-	  $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
 
 # Spark's classes recorded once into a class-data-sharing archive: every later Spark start
 # (run, backfill, query, the tests' subprocesses) maps it instead of loading jar by jar.
@@ -98,7 +94,9 @@ PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 # beside the JVM archive's recording (one core's work) and the tests, not before them; the
 # import contracts are a unit test (tests/unit/test_layers.py). test-suite needs the rest
 # of setup (jvm-archive).
-test: java postgres blas $(VENV)/.installed jars browser
+test:
+	@$(MAKE) --no-print-directory -j2 test-packages $(VENV)/.installed
+	@$(MAKE) --no-print-directory jars
 	@$(MAKE) --no-print-directory -j2 test-static test-suite
 
 test-static:

@@ -69,3 +69,30 @@ def kill_mid_batch(
     assert process.returncode == -signal.SIGKILL
     assert killed_in not in batch_ids(checkpoint / "commits")
     return killed_in
+
+
+def kill_while_emitting(
+    process: subprocess.Popen[str],
+    checkpoint: Path,
+    emitted: Callable[[], bool],
+    deadline_s: float = 300,
+) -> int:
+    """SIGKILL a Real-time Mode query's process group as soon as ``emitted()`` says its
+    running batch has emitted what the test sent it; returns that batch's id.
+
+    Real-time Mode logs a batch's offsets only as the batch ends, just before its commit,
+    so the checkpoint never shows a batch in flight (``kill_mid_batch`` waited for a
+    window of milliseconds): the running batch is the one after the last committed."""
+    try:
+        reached = wait_until(process, emitted, deadline_s)
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=60)
+    assert reached, f"the running batch emitted nothing; stderr:\n{stderr[-3000:]}"
+    assert process.returncode == -signal.SIGKILL
+    committed = batch_ids(checkpoint / "commits")
+    assert committed and batch_ids(checkpoint / "offsets") <= committed
+    return max(committed) + 1
+

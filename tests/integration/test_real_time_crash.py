@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Consumer
-from crashing import batch_ids, kill_mid_batch, spawn, wait_until
+from crashing import batch_ids, kill_while_emitting, spawn, wait_until
 from pyspark.sql import SparkSession
 from test_cli import streamsmith
 
@@ -98,6 +98,35 @@ def keyed_records(bootstrap: str, topic: str, wanted: set[str], seconds: float) 
     return keys
 
 
+class Watch:
+    """A consumer of ``topic`` noting which of ``keys`` have come."""
+
+    def __init__(self, bootstrap: str, topic: str, keys: set[str]) -> None:
+        self.keys, self.seen = keys, set[str]()
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"watch-{time.monotonic_ns()}",
+             "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )  # fmt: skip
+        self.consumer.subscribe([topic])
+
+    def seen_any(self) -> bool:
+        message = self.consumer.poll(0.1)
+        if message is not None and message.error() is None and message.key() is not None:
+            key = message.key().decode()
+            if key in self.keys:
+                self.seen.add(key)
+        return bool(self.seen)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def committed_end(offsets: Path, topic: str) -> int:
+    """The end offset of partition 0 of ``topic`` in a batch's offsets entry."""
+    sources = offsets.read_text(encoding="utf-8").splitlines()[2:]
+    return max(json.loads(line)[topic]["0"] for line in sources if topic in line)
+
+
 @pytest.mark.slow
 def test_sigkill_mid_batch_then_restart_loses_no_record(
     broker: EmbeddedBroker, produce: Produce, tmp_path: Path
@@ -112,10 +141,18 @@ def test_sigkill_mid_batch_then_restart_loses_no_record(
     produce(topic, [*clicks(0, 300), b"not json"], partitions=1)
 
     first = spawn([sys.executable, "-m", "streamsmith", "run", str(path)])
-    # Records arrive while batch 1 runs: it emits them at once, then dies uncommitted.
+    # Records arrive while a later batch runs: it emits them at once, then dies uncommitted.
     assert wait_until(first, lambda: 1 in batch_ids(checkpoint / "offsets"), 300)
     produce(topic, clicks(300, 600), partitions=1)
-    kill_mid_batch(first, checkpoint)
+    watch = Watch(broker.bootstrap, f"{topic}-out", {f"c{i}" for i in range(300, 600, 2)})
+    try:
+        killed_in = kill_while_emitting(first, checkpoint, watch.seen_any)
+    finally:
+        watch.close()
+    # c{i} of the second lot is the input's record i + 1 (after c0-c299 and "not json"):
+    # the batch that emitted it ends before it in no committed batch's offsets.
+    emitted_at = min(int(key[1:]) + 1 for key in watch.seen)
+    assert committed_end(checkpoint / "offsets" / str(killed_in - 1), topic) <= emitted_at
 
     again = spawn([sys.executable, "-m", "streamsmith", "run", str(path)])
     try:

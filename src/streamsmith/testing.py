@@ -132,8 +132,8 @@ SMALL_DATA_CONF: dict[str, str] = {
     # interpret single expressions too, but only in Spark's own test mode, whose extra
     # checks cost more than that saves.)
     "spark.sql.codegen.wholeStage": "false",
-    # Delta rebuilds a table's state at each batch of its streaming sink; for tables of a
-    # few files one task per stage does it with less overhead than two
+    # Delta rebuilds a table's state for each MERGE and read of a new version; for tables
+    # of a few files one task per stage does it with less overhead than two
     # (`benchmarks/delta_snapshot_partitions.py --setting`). streamsmith's own conf keeps
     # two in the tests' subprocess JVMs, which get this as a system property.
     "spark.databricks.delta.snapshotPartitions": "1",

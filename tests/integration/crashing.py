@@ -95,4 +95,3 @@ def kill_while_emitting(
     committed = batch_ids(checkpoint / "commits")
     assert committed and batch_ids(checkpoint / "offsets") <= committed
     return max(committed) + 1
-

@@ -9,7 +9,8 @@ and the batch in its ``commitInfo.userMetadata``::
     {"streamsmith": {"writer": "streamsmith:<app>:<query>", "batch": 12}}
 
 and the check reads the newest mark of the writer from the table's commit files, in the
-driver's Python (``io.delta_log.commit_infos``): batches commit in order, so the newest
+driver's Python (``io.delta_log.commit_infos``, newest first, reading only as far as the
+writer's newest mark, usually the newest commit): batches commit in order, so the newest
 mark is the last batch written.
 
 Delta's own idempotent writes (``txnAppId``/``txnVersion``) would do the same, but
@@ -39,9 +40,6 @@ from streamsmith.object_store import storage_options
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 MARK_KEY = "streamsmith"
-# Commits read for the newest mark before the whole retained history: a batch's previous
-# batch is usually among the last few (maintenance and other flows commit in between).
-RECENT_COMMITS = 16
 
 
 def batch_mark(writer: str, batch_id: int) -> str:
@@ -79,10 +77,7 @@ def applied_version(path: Path, writer: str, legacy: str | None = None) -> int |
     which Delta's streaming sink and ``table convert`` record)."""
     if not is_delta(path):
         return None
-    recent = list(commit_infos(path, RECENT_COMMITS))
-    batch = newest_mark(recent, writer)
-    if batch is None and len(recent) == RECENT_COMMITS:
-        batch = newest_mark(commit_infos(path), writer)
+    batch = newest_mark(commit_infos(path), writer)  # read newest first, up to the mark
     return batch if batch is not None else _txn_version(path, writer, legacy)
 
 

@@ -175,11 +175,12 @@ def bare_windows(events: DataFrame, campaigns: DataFrame) -> DataFrame:
     )
 
 
-def parquet_query(frame: DataFrame, out: Path) -> StreamingQuery:
-    """``frame`` appended by Spark's Parquet file sink to ``out/table`` (exactly-once by the
-    sink's commit log), one ``availableNow`` run."""
+def table_query(frame: DataFrame, out: Path, fmt: str = "parquet") -> StreamingQuery:
+    """``frame`` appended by Spark's sink of ``fmt`` (Parquet files, or Delta Lake's) to
+    ``out/table`` (exactly-once by the sink's commit log, or Delta's transaction marks),
+    one ``availableNow`` run."""
     return (
-        frame.writeStream.format("parquet")
+        frame.writeStream.format(fmt)
         .option("path", str(out / "table"))
         .option("checkpointLocation", str(out / "checkpoint"))
         .outputMode("append")
@@ -190,7 +191,7 @@ def parquet_query(frame: DataFrame, out: Path) -> StreamingQuery:
 
 def bare_query(events: DataFrame, campaigns: DataFrame, out: Path) -> StreamingQuery:
     """YSB as a user writes it in plain Spark: no quarantine, no late-event record."""
-    return parquet_query(bare_windows(events, campaigns), out)
+    return table_query(bare_windows(events, campaigns), out)
 
 
 # Spark's UI on a loopback port Spark picks, for :func:`print_stages` (a local master binds

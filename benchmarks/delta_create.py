@@ -1,13 +1,16 @@
-"""What creating an empty Delta table costs, by Delta's builder in the JVM and by delta-rs.
+"""What creating an empty Delta table costs, by Delta's builder in the JVM and by delta-rs,
+and what the table's first appends cost after each.
 
 streamsmith creates each table a flow writes before its query starts (so it can be read
 and merged into before the first batch): several per pipeline, on every fresh run. This
 script creates ``--tables`` partitioned tables of three columns each way in one warm
 ``local_session`` (the tests' JVM options), three rounds, and prints wall time per table
-and CPU per table: the JVM's for Delta's builder (``DeltaTable.createIfNotExists``), this
-Python process's for delta-rs (``deltalake.DeltaTable.create``, what
-``io.delta.create_table`` uses for a table without properties or clustering). The
-first round includes the JVM's warm-up.
+and CPU per table (the JVM's and this Python process's): by Delta's builder
+(``DeltaTable.createIfNotExists``), by delta-rs alone (``deltalake.DeltaTable.create``),
+and by ``io.delta.create_table`` (delta-rs, then the version's checksum file, which
+delta-rs does not write). Then two one-row appends to each table
+(``io.delta.append_batch``), per table: Delta rebuilds the state of a table whose last
+version has no checksum with Spark jobs. The first round includes the JVM's warm-up.
 
     .venv/bin/python benchmarks/delta_create.py [--tables 20]
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import jvm_pid, process_cpu
@@ -26,6 +30,7 @@ from deltalake import Schema
 from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+from streamsmith.io.delta import append_batch, create_table
 from streamsmith.testing import local_session
 
 SCHEMA = StructType(
@@ -34,22 +39,30 @@ SCHEMA = StructType(
 )  # fmt: skip
 
 
-def by_delta(spark: SparkSession, pid: int, folder: Path, tables: int) -> tuple[float, float]:
-    """Wall and JVM CPU seconds per table created by Delta's builder."""
-    cpu, wall = process_cpu(pid), time.perf_counter()
-    for index in range(tables):
-        builder = DeltaTable.createIfNotExists(spark).location(str(folder / f"jvm{index}"))
-        builder.addColumns(SCHEMA).partitionedBy("id").execute()
-    return (time.perf_counter() - wall) / tables, (process_cpu(pid) - cpu) / tables
+def by_delta(spark: SparkSession, folder: Path) -> None:
+    builder = DeltaTable.createIfNotExists(spark).location(str(folder)).addColumns(SCHEMA)
+    builder.partitionedBy("id").execute()
 
 
-def by_delta_rs(folder: Path, tables: int) -> tuple[float, float]:
-    """Wall and Python CPU seconds per table created by delta-rs."""
-    cpu, wall = time.process_time(), time.perf_counter()
+def by_delta_rs(spark: SparkSession, folder: Path) -> None:
+    RustTable.create(str(folder), Schema.from_json(SCHEMA.json()), partition_by=["id"],
+                     mode="ignore")  # fmt: skip
+
+
+def by_streamsmith(spark: SparkSession, folder: Path) -> None:
+    create_table(spark, folder, SCHEMA, ["id"])
+
+
+WAYS = {"Delta (JVM)": by_delta, "delta-rs": by_delta_rs, "streamsmith": by_streamsmith}
+
+
+def timed(pid: int, tables: int, action: Callable[[int], None]) -> tuple[float, float]:
+    """Wall and CPU seconds (the JVM's and this process's) per table of ``action``."""
+    cpu, wall = process_cpu(pid) + time.process_time(), time.perf_counter()
     for index in range(tables):
-        RustTable.create(str(folder / f"rs{index}"), Schema.from_json(SCHEMA.json()),
-                         partition_by=["id"], mode="ignore")  # fmt: skip
-    return (time.perf_counter() - wall) / tables, (time.process_time() - cpu) / tables
+        action(index)
+    cpu = process_cpu(pid) + time.process_time() - cpu
+    return (time.perf_counter() - wall) / tables, cpu / tables
 
 
 def main() -> None:
@@ -58,20 +71,32 @@ def main() -> None:
     args = parser.parse_args()
     spark = local_session()
     pid = jvm_pid(spark)
+    row = spark.createDataFrame([("a", 1, None)], SCHEMA)
     print(f"{args.tables} empty partitioned tables per round, one warm local[2] JVM; per table")
-    print(f"{'round':<7}{'created by':<16}{'wall s':>8}{'CPU s':>8}")
+    print(f"{'round':<7}{'created by':<16}{'create wall s':>14}{'CPU s':>8}"
+          f"{'2 appends wall s':>18}{'CPU s':>8}")  # fmt: skip
     for round_ in range(1, 4):
         with tempfile.TemporaryDirectory(prefix="delta-create-") as tmp:
-            rows = {"Delta (JVM)": by_delta(spark, pid, Path(tmp), args.tables),
-                    "delta-rs": by_delta_rs(Path(tmp), args.tables)}  # fmt: skip
+            rows = {}
+            for way, create in WAYS.items():
+                folder = Path(tmp, way.split()[0])
+
+                def appends(index: int, folder: Path = folder) -> None:
+                    for batch in range(2):
+                        append_batch(row, folder / str(index), "bench", batch, ["id"])
+
+                made = timed(pid, args.tables, lambda i, f=folder, c=create: c(spark, f / str(i)))
+                rows[way] = (*made, *timed(pid, args.tables, appends))
             schemas = {
-                str(spark.read.format("delta").load(str(Path(tmp, name))).schema)
-                for name in ("jvm0", "rs0")
+                str(spark.read.format("delta").load(str(Path(tmp, way.split()[0], "0"))).schema)
+                for way in WAYS
             }
         if len(schemas) != 1:
-            raise SystemExit(f"the two tables read back differently: {schemas}")
-        for way, (wall, cpu) in rows.items():
-            print(f"{round_:<7}{way:<16}{wall:>8.3f}{cpu:>8.3f}")
+            raise SystemExit(f"the tables read back differently: {schemas}")
+        for way, figures in rows.items():
+            widths = (14, 8, 18, 8)
+            cells = (f"{value:>{width}.3f}" for value, width in zip(figures, widths, strict=True))
+            print(f"{round_:<7}{way:<16}" + "".join(cells))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,10 @@ One generated data set (``--events`` ad events, about 250 bytes of JSON each; wi
 ``--corrupt``, that fraction of extra broken lines) is written as JSON-lines files and
 produced to a 3-partition topic of an embedded broker. Each path runs the whole YSB
 query (views only, ad -> campaign join, 10-second windows with a 10-second watermark,
-append to Parquet) as one ``availableNow`` run, ``--runs`` rounds in one JVM, each round
-running every path once (so JIT warm-up favours none); the first round is dropped and
-the median of the rest is reported (warm: an always-on stream lives
-warm). Printed, in events/s:
+appended to a Delta table by the app and the fair baseline, to Parquet by bare Spark) as
+one ``availableNow`` run, ``--runs`` rounds in one JVM, each round running every path
+once (so JIT warm-up favours none); the first round is dropped and the median of the
+rest is reported (warm: an always-on stream lives warm). Printed, in events/s:
 
 - streamsmith's app from the files, and from Kafka with the JSON decoded at the source
   (each with its quarantine and late-events queries, as in production);
@@ -18,8 +18,10 @@ warm). Printed, in events/s:
   app's outputs and guarantees: the same query over the accepted events plus the same
   malformed-record checks (``PERMISSIVE`` with ``columnNameOfCorruptRecord`` on the files,
   ``from_json`` over the streamsmith Kafka source), every reject written with its raw
-  payload to a second Parquet table, both exactly-once by Spark's file sink (two queries
-  over the same input: a windowed count's state cannot live in ``foreachBatch``);
+  payload to a second table, both Delta tables as the app's are and exactly-once by
+  Delta's streaming sink (two queries over the same input: a windowed count's state
+  cannot live in ``foreachBatch``; to 2026-12-07 the fair baseline wrote Parquet, from
+  when the app did);
 - one query per flow (``_fair.py``): the app's source, parser and transform run as one
   ``foreachBatch`` query that reads and parses each micro-batch once and writes the
   quarantine, the late events and the closed windows from it, exactly-once by batch id
@@ -340,7 +342,7 @@ def check_outputs(spark: SparkSession, root: Path, corrupt: int) -> str:
     for source, paths in OUTPUTS.items():
         found = {}
         for name, (table, quarantine) in paths.items():
-            rows = read_table(spark, root / table)  # the app's Delta, bare Spark's Parquet
+            rows = read_table(spark, root / table)  # Delta, or the one-query flow's Parquet
             if "window" in rows.columns:  # the fair baseline's bare-Spark shape
                 rows = rows.select("campaign_id", F.col("window.start").alias("window_start"),
                                    F.col("count").alias("views"))  # fmt: skip

@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from streamsmith.config import SourceSpec
 from streamsmith.io.files import read_files
 from streamsmith.schemas.ddl import parse_schema
+from streamsmith.transforms.json_reasons import NOT_UTF8
 from streamsmith.transforms.quarantine import RAW, READ_ERROR
 
 LINES = [
@@ -39,3 +40,14 @@ def test_a_well_formed_line_names_the_field_and_the_format_to_set(
         LINES[3]: "malformed JSON line",
         LINES[4]: "malformed JSON line",
     }
+
+
+def test_a_line_that_is_not_utf8_is_rejected_as_such(spark: SparkSession, tmp_path: Path) -> None:
+    """Each line is parsed from its bytes, as Spark's JSON reader does: bytes that are not
+    UTF-8 reject the record, saying so, where a character decoder would have put U+FFFD
+    in their place and kept it."""
+    (tmp_path / "part-0.jsonl").write_bytes(b'{"flight": "AA1"}\n{"flight": "A\xffA2"}\n')
+    spec = SourceSpec.model_validate({"format": "jsonl", "path": str(tmp_path)})
+    rows = read_files(spark, spec, str(tmp_path), parse_schema("flight string"), streaming=False)
+    found = [(row.flight, row[READ_ERROR]) for row in rows.orderBy("_position").collect()]
+    assert found == [("AA1", None), (None, NOT_UTF8)]

@@ -95,3 +95,23 @@ def test_a_foreach_batch_query_derives_no_constraints_and_leaves_the_session_s_s
     assert spark.conf.get(CONSTRAINTS) == before == "true"
     query.awaitTermination()
     assert seen == [("false", 2)]
+
+
+def test_a_table_delta_rs_creates_is_appended_to_without_rebuilding_its_state(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """delta-rs writes no checksum file; streamsmith writes version 0's, so Delta's first
+    append runs its one write job and none to rebuild the table's state."""
+    table = tmp_path / "table"
+    prepare_table(spark, table, spark.createDataFrame([], SCHEMA).schema, ("day",), "delta")
+    assert (table / "_delta_log" / f"{0:020d}.crc").is_file()
+    context = spark.sparkContext
+    context.setJobGroup("first-append", "a table's first append")
+    try:
+        frame = spark.createDataFrame([(1, "mon")], SCHEMA)
+        assert write_batch(frame, table, 0, ("day",), app_id="first") == 1
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert len(context.statusTracker().getJobIdsForGroup("first-append")) == 1
+    assert [(r.n, r.day) for r in read_table(spark, table).collect()] == [(1, "mon")]
+    assert (table / "_delta_log" / f"{1:020d}.crc").is_file()

@@ -63,10 +63,11 @@ def test_each_row_has_its_line_and_number_from_the_one_read(
 def test_a_stream_of_files_of_lines_counts_their_records_not_spark_s_rows(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Spark counts each line as an input row (blank ones too), and each gzipped file
-    (decoded whole) as one; the records read of a batch are its lines (for JSON lines,
-    those the JSON reader would read: not the blank one), gzipped or not, an empty file
-    adding none."""
+    """Spark counts each line of a text file as an input row (blank ones too), each line
+    of a JSON-lines file but a blank one (the reader makes no row of it), and each
+    gzipped file (decoded whole) as one; the records read of a batch are its lines (for
+    JSON lines, those the JSON reader would read: not the blank one), gzipped or not, an
+    empty file adding none."""
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain/flights.jsonl").write_bytes(DATA)
     (tmp_path / "plain/more.jsonl").write_bytes(b'{"flight": "AA4", "delay": 4}\n' * 2)
@@ -95,7 +96,7 @@ def test_a_stream_of_files_of_lines_counts_their_records_not_spark_s_rows(
         rows = sum(int(report["numInputRows"]) for report in reports)
         return rows, sum(records_read(report) for report in reports)
 
-    assert read("plain", format="jsonl") == (8, 7)  # Spark's rows: every line
+    assert read("plain", format="jsonl") == (7, 7)  # Spark's rows: the records
     assert read("plain", format="text") == (8, 8)  # a text file's blank line is a record
     rows, records = read("gzipped", format="jsonl", compression="gzip")
     assert (rows in (2, 3), records) == (True, 7)  # rows: the files (the empty one, if read)

@@ -31,7 +31,7 @@ def test_a_filter_on_a_parsed_field_parses_each_line_once(
                        streaming=False)  # fmt: skip
     views = frame.where(F.col("event_type") == "view").select("ad_id", "n")
     plan = views._jdf.queryExecution().optimizedPlan().toString()
-    assert plan.count("from_json") == 1, plan
+    assert "from_json" not in plan and "numbered-json-lines" in plan, plan
     assert sorted(views.collect()) == [("a0", 0), ("a2", 2), ("a3", 3)]
     rejected = frame.where(F.col("_read_error").isNotNull()).select("_raw").collect()
     assert sorted(row[0] for row in rejected) == ['{"n": "x"}', "{not json"]

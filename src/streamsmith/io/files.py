@@ -6,10 +6,10 @@ it arrived, a CSV row that failed to parse or a parsed one as JSON, or the docum
 and ``_read_error`` (why it could not be read, or null); from JSON-lines and text files
 also ``_position``, the line's number in its file (see :func:`_numbered_lines`).
 
-Where Spark's input rows of a batch are not its records (a file decoded whole is one
-row; a blank line of a JSON-lines file is a row but no record), the reader counts both
-per batch (``io.read_counts``), and ``monitor.progress.records_read`` puts the records
-in the rows' place in every query that reads the source.
+Where Spark's input rows of a batch are not its records (a gzipped file decoded whole is
+one row), the reader counts both per batch (``io.read_counts``), and
+``monitor.progress.records_read`` puts the records in the rows' place in every query
+that reads the source.
 
 ``json`` sources hold one JSON *document* per file (CloudTrail's ``{"Records": [...]}``).
 They are read as bytes and decoded in Python rather than with Spark's multi-line JSON
@@ -30,7 +30,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.streaming.readwriter import DataStreamReader
-from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from streamsmith.config import SourceSpec
 from streamsmith.config.file_options import json_parse_options
@@ -51,6 +58,10 @@ _CORRUPT = "_corrupt_record"
 # streamsmith's line reader (its own jar): each line of a file with its number.
 NUMBERED_LINES = "io.streamsmith.lines.NumberedLinesFormat"
 _NUMBERED_SCHEMA = "value string, line bigint"
+# The same reader parsing each line as JSON: the record's columns, the line and its number.
+NUMBERED_JSON_LINES = "io.streamsmith.lines.NumberedJsonLinesFormat"
+_LINE_TEXT = "_line_text"
+_LINE_NUMBER = "_line_number"
 _reads = count()  # each read's number in its metrics' names (io.read_counts)
 log = logging.getLogger(__name__)
 
@@ -156,10 +167,10 @@ def read_files(
             numbered = numbered.where(F.col(READ_ERROR).isNotNull() | ~_blank(F.col(RAW)))
         return counted(numbered, LINES_READ)
     if spec.format in ("text", "jsonl"):
-        numbered = _numbered_lines(load(reader.format(NUMBERED_LINES).schema(_NUMBERED_SCHEMA)))
         # JSON lines whose schema may not hold everything (schema evolution) or whose whole
         # record is kept (a variant column) are parsed by the flow from the whole line.
         if spec.format == "text" or spec.reads_raw_json:
+            numbered = _numbered_lines(load(reader.format(NUMBERED_LINES).schema(_NUMBERED_SCHEMA)))
             return numbered.select(
                 "value",
                 SOURCE_FILE,
@@ -170,13 +181,7 @@ def read_files(
             )
         if schema is None:
             raise ValueError("a jsonl source needs the app's record schema")
-        # Spark's input rows count blank lines, which are no records: both are counted.
-        # The records are counted once parsed, in batch reads too: Spark pushes no filter
-        # through an observation, and a filter on a parsed field pushed below the parse
-        # would parse each line it reads twice (its copy of from_json, then the parse's).
-        rows = counted(numbered, FILES_READ)
-        records = _parsed_lines(rows.where(~_blank(F.col("value"))), spec, schema)
-        return counted(records, LINES_READ, barrier=True)
+        return _parsed_lines(reader, load, spec, schema)
     if schema is None:
         raise ValueError(f"a {spec.format} source needs the app's record schema")
     if spec.format == "parquet":
@@ -229,19 +234,25 @@ def _read_counter(streaming: bool) -> _Counter:
     return counted
 
 
-def _numbered_lines(lines: DataFrame) -> DataFrame:
-    """The rows of :data:`NUMBERED_LINES` as a file source's lines: ``value``, its file and
-    its number from 1 (``_position``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``, blank
-    lines count).
+def _numbered_lines(
+    lines: DataFrame, *data: str, text: str = "value", number: str = "line"
+) -> DataFrame:
+    """The rows of :data:`NUMBERED_LINES` (or :data:`NUMBERED_JSON_LINES`) as a file
+    source's lines: the columns ``data``, the line (``value``), its file and its number
+    from 1 (``_position``; lines end at ``\\n``, ``\\r\\n`` or ``\\r``, blank lines count).
 
     Spark's line readers say neither a line's number nor, for a record they parsed, the
-    line it came from: streamsmith's own reader (``spark/java/NumberedLinesFormat.java``)
-    numbers the lines as it streams them, so a quarantine row has its line and its
-    number from the one read all of a flow's outputs share, without a second pass over
-    its file or a file whole in memory (``benchmarks/real_volume.py``). The price: a file
-    is one task, as a number needs every line before it."""
+    line it came from: streamsmith's own readers (``spark/java/NumberedLinesFormat.java``
+    and, parsing each JSON line as it reads it, ``NumberedJsonLinesFormat.java``) number
+    the lines as they stream them, so a quarantine row has its line and its number from
+    the one read all of a flow's outputs share, without a second pass over its file or a
+    file whole in memory (``benchmarks/real_volume.py``). The price: a file is one task,
+    as a number needs every line before it."""
     return lines.select(
-        "value", F.col("_metadata.file_path").alias(SOURCE_FILE), F.col("line").alias(POSITION)
+        *data,
+        F.col(text).alias("value"),
+        F.col("_metadata.file_path").alias(SOURCE_FILE),
+        F.col(number).alias(POSITION),
     )
 
 
@@ -250,18 +261,29 @@ def _blank(line: Column) -> Column:
     return line.rlike(r"^\s*$")
 
 
-def _parsed_lines(lines: DataFrame, spec: SourceSpec, schema: StructType) -> DataFrame:
-    """JSON ``lines`` parsed with ``schema`` as Spark's JSON reader parses them
-    (``PERMISSIVE``, the source's options); each row's raw payload is its line, and a
-    corrupt one's reason names the field whose value does not fit when the line is well
-    formed (``transforms.json_reasons``; computed for corrupt rows only)."""
-    with_corrupt = StructType([*schema.fields, StructField(_CORRUPT, StringType())])
+def _parsed_lines(
+    reader: Reader, load: Callable[[Reader], DataFrame], spec: SourceSpec, schema: StructType
+) -> DataFrame:
+    """JSON lines parsed with ``schema`` as Spark's JSON reader parses them
+    (``PERMISSIVE``, the source's options) as :data:`NUMBERED_JSON_LINES` reads them;
+    each row's raw payload is its line, and a corrupt one's reason names the field whose
+    value does not fit when the line is well formed (``transforms.json_reasons``;
+    computed for corrupt rows only). A blank line makes no row, so Spark's input rows
+    are the records."""
+    if clash := {_CORRUPT, _LINE_TEXT, _LINE_NUMBER} & set(schema.fieldNames()):
+        raise ValueError(f"a jsonl source's schema may not name {', '.join(sorted(clash))}")
     given = json_parse_options(spec.options)
+    columns = StructType(
+        [*schema.fields, StructField(_CORRUPT, StringType()),
+         StructField(_LINE_TEXT, StringType()), StructField(_LINE_NUMBER, LongType())]
+    )  # fmt: skip
     options = {**given, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
-    parsed = lines.select("*", F.from_json(F.col("value"), with_corrupt, options).alias("_r"))
-    corrupt = F.col("_r").getField(_CORRUPT)
+    lines = load(reader.format(NUMBERED_JSON_LINES).schema(columns).options(**options))
+    names = schema.fieldNames()
+    parsed = _numbered_lines(lines, *names, _CORRUPT, text=_LINE_TEXT, number=_LINE_NUMBER)
+    corrupt = F.col(_CORRUPT)
     return parsed.select(
-        *[F.col("_r").getField(field.name).alias(field.name) for field in schema.fields],
+        *names,
         SOURCE_FILE,
         POSITION,
         F.col("value").alias(RAW),

@@ -83,7 +83,7 @@ def records_read(progress: Mapping[str, Any]) -> int:
     """The records a batch read: counted as its main query parsed them, rejected ones
     too, where it does so (a flow with a quarantine or late table); else Spark's input
     rows, with the records of files of lines in place of the rows the reader counted
-    (``io.files``: Spark counts a file decoded whole as one row, a blank line as one)
+    (``io.files``: Spark counts a file decoded whole as one row)
     and without the rows a second scan of one input read again (``REREAD``). Spark's
     input rows are fewer where it pushes a filter into a JSON or CSV reader (flows that
     parse no more than their filter lets through: see ``runtime.frames``)."""

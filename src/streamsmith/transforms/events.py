@@ -19,6 +19,7 @@ from streamsmith.errors import NEW_FIELDS_MARK
 from streamsmith.transforms.json_reasons import (
     CORRUPT_MARK,
     MALFORMED_VALUE,
+    NOT_UTF8,
     rejected_json_reason,
     with_corrupt_mark,
 )
@@ -39,7 +40,6 @@ _TEXT = "_value_text"  # a record's JSON text, parsed here
 # an object an object, where a string map would turn both into text).
 _MEMBERS = MapType(StringType(), VariantType())
 _MEMBERS_DDL = _MEMBERS.simpleString()  # from_json takes a map type as DDL (typed so)
-NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
 EMPTY_VALUE = "empty value: no JSON record (a Kafka tombstone?)"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"

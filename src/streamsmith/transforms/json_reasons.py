@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 
 MALFORMED_LINE = "malformed JSON line"
 MALFORMED_VALUE = "malformed JSON value"
+NOT_UTF8 = "not valid UTF-8 (raw: invalid bytes as U+FFFD)"
 _CORRUPT = "_corrupt_record"
 CORRUPT_MARK = "_streamsmith_corrupt"  # a name no record field takes
 _MEMBERS = MapType(StringType(), VariantType()).simpleString()
@@ -45,18 +46,21 @@ def rejected_json_reason(
     options: Mapping[str, str] | None = None,
     malformed: str = MALFORMED_LINE,
 ) -> Column:
-    """Why ``line``, marked corrupt when parsed with ``schema`` and ``options``, was: the
-    first field (in schema order) whose value does not convert, as ``field delay: "n/a"
-    is not an int``, else ``malformed JSON line``. Each field is judged by parsing the
-    line with that field alone, so its verdict is Spark's own."""
+    """Why ``line``, marked corrupt when parsed with ``schema`` and ``options``, was:
+    bytes that are not UTF-8, else the first field (in schema order) whose value does
+    not convert, as ``field delay: "n/a" is not an int``, else ``malformed JSON line``.
+    Each field is judged by parsing the line with that field alone, so its verdict is
+    Spark's own."""
     given = {key.lower(): value for key, value in (options or {}).items()}
     members = F.from_json(line, _MEMBERS)
     field_reasons = [
         F.when(_field_fails(line, field, options), _field_reason(members, field, given))
         for field in schema.fields
     ]
-    return F.when(members.isNull(), F.lit(malformed)).otherwise(
-        F.coalesce(*field_reasons, F.lit(malformed))
+    return (
+        F.when(~F.is_valid_utf8(line), F.lit(NOT_UTF8))  # Jackson reads the bytes
+        .when(members.isNull(), F.lit(malformed))
+        .otherwise(F.coalesce(*field_reasons, F.lit(malformed)))
     )
 
 

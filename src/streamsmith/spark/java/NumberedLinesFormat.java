@@ -84,12 +84,7 @@ public class NumberedLinesFormat extends TextFileFormat {
       Seq<Filter> filters,
       Map<String, String> options,
       Configuration hadoopConf) {
-    Broadcast<SerializableConfiguration> conf =
-        session
-            .sparkContext()
-            .broadcast(
-                new SerializableConfiguration(hadoopConf),
-                ClassTag$.MODULE$.apply(SerializableConfiguration.class));
+    Broadcast<SerializableConfiguration> conf = broadcast(session, hadoopConf);
     String[] fields = requiredSchema.fieldNames();
     int[] kinds = new int[fields.length];
     for (int i = 0; i < fields.length; i++) {
@@ -112,14 +107,30 @@ public class NumberedLinesFormat extends TextFileFormat {
 
     @Override
     public Iterator<InternalRow> apply(PartitionedFile file) {
-      HadoopFileLinesReader lines = new HadoopFileLinesReader(file, conf.value().value());
-      TaskContext task = TaskContext.get();
-      if (task != null) {
-        TaskCompletionListener close = context -> lines.close();
-        task.addTaskCompletionListener(close);
-      }
-      return new Numbered(lines, kinds);
+      return new Numbered(open(conf, file), kinds);
     }
+  }
+
+  /** The Hadoop configuration, sent once to the executors that read the files. */
+  static Broadcast<SerializableConfiguration> broadcast(
+      SparkSession session, Configuration hadoopConf) {
+    return session
+        .sparkContext()
+        .broadcast(
+            new SerializableConfiguration(hadoopConf),
+            ClassTag$.MODULE$.apply(SerializableConfiguration.class));
+  }
+
+  /** A file's lines, closed when the task that reads them ends. */
+  static HadoopFileLinesReader open(
+      Broadcast<SerializableConfiguration> conf, PartitionedFile file) {
+    HadoopFileLinesReader lines = new HadoopFileLinesReader(file, conf.value().value());
+    TaskContext task = TaskContext.get();
+    if (task != null) {
+      TaskCompletionListener close = context -> lines.close();
+      task.addTaskCompletionListener(close);
+    }
+    return lines;
   }
 
   /** The reader's lines, numbered from 1; one row reused (Spark copies it on). */

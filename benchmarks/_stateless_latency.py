@@ -1,8 +1,11 @@
 """The stateless rows of ``ysb_latency.py --stateless``: a Kafka -> Kafka filter-and-enrich
 flow (YSB's ad events, views kept, each with a tier) run by streamsmith as a user's
-spec runs it, in Real-time Mode and in micro-batches, at each rate; and the peer row
-(trigger ``pyflink``): the same flow in PyFlink SQL with Flink's Kafka connector
-(``peers/pyflink_stateless.py`` in ``.venv-flink``), on the same broker setup and rate.
+spec runs it, in Real-time Mode and in micro-batches, at each rate; the same SQL as a
+plain PySpark query on Spark's own Kafka source and sink (a trigger after ``bare-``, e.g.
+``bare-real-time=5s``: what Spark itself pays, without the flow's dead letters, reasons
+and counts); and the peer row (trigger ``pyflink``): the same flow in PyFlink SQL with
+Flink's Kafka connector (``peers/pyflink_stateless.py`` in ``.venv-flink``), on the same
+broker setup and rate.
 
 Before the first event, a probe view (send time 0, left out of every figure) must come
 out of the output topic: the flow reads and writes when measuring starts.
@@ -36,11 +39,13 @@ from pathlib import Path
 import yaml
 from _latency_trace import Traced, percentile, print_trace
 from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamsmith.config import SparkSpec, parse_trigger
 from streamsmith.io.kafka.broker import EmbeddedBroker, start_broker
-from streamsmith.io.kafka.login import librdkafka_login
+from streamsmith.io.kafka.login import jvm_login, librdkafka_login
 from streamsmith.pipelines import load_pipeline
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.start import start_queries
@@ -48,6 +53,7 @@ from streamsmith.spark.session import build_session
 
 SOURCE, OUTPUT = "ads", "ads-views"
 PYFLINK = "pyflink"  # the peer row's name among the triggers
+BARE = "bare-"  # before a trigger: the same SQL as a plain query on Spark's own connector
 HERE = Path(__file__).resolve().parent
 FLINK_PYTHON = HERE.parent / ".venv-flink" / "bin" / "python"
 FLINK_JARS = HERE.parent / ".venv-flink" / "jars"  # make peers-flink puts the connector here
@@ -119,7 +125,10 @@ def _run(root: Path, trigger: str, rate: int, seconds: int, warmup: int) -> Row:
 @contextmanager
 def _spark(root: Path, broker: EmbeddedBroker, trigger: str) -> Iterator[Engine]:
     spark = build_session(SparkSpec(master="local[2]"), "bench-stateless-latency")
-    queries = [query for _, query in start_queries(spark, _plan(root, broker, trigger))]
+    if trigger.startswith(BARE):
+        queries = [_bare(spark, root, broker, trigger.removeprefix(BARE))]
+    else:
+        queries = [query for _, query in start_queries(spark, _plan(root, broker, trigger))]
     try:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -220,6 +229,26 @@ def _await_output(broker: EmbeddedBroker, engine: Engine, trigger: str) -> None:
                 raise SystemExit(f"{trigger}: no output in {OUTPUT} 240 s after the probe")
     finally:
         consumer.close()
+
+
+def _bare(spark: SparkSession, root: Path, broker: EmbeddedBroker, trigger: str) -> StreamingQuery:
+    """The flow as a plain PySpark query: Spark's Kafka source and sink, ``from_json`` and
+    the same SQL, no dead letters, no quarantine, no event log: the floor of what Spark
+    itself pays at the same trigger."""
+    login = jvm_login({"kafka.bootstrap.servers": broker.bootstrap})
+    schema = "ad_id string, user_id string, event_type string, sent long, seq long"
+    events = (
+        spark.readStream.format("kafka").options(**login)
+        .option("subscribe", SOURCE).option("startingOffsets", "earliest").load()
+        .select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
+    )  # fmt: skip
+    events.createOrReplaceTempView(SOURCE)
+    writer = (
+        spark.sql(FLOW_SQL).writeStream.format("kafka").options(**login)
+        .option("topic", OUTPUT).option("checkpointLocation", str(root / "bare-checkpoint"))
+        .queryName("bare").outputMode("update")  # Spark's only mode in Real-time Mode
+    )  # fmt: skip
+    return writer.trigger(**parse_trigger(trigger).spark_kwargs()).start()
 
 
 def _plan(root: Path, broker: EmbeddedBroker, trigger: str) -> Plan:

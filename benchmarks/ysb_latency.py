@@ -20,7 +20,8 @@ filter-and-enrich flow, in Real-time Mode and in micro-batches, at each ``--rate
 
 The last row, ``pyflink``, is the peer: the same flow in PyFlink with Flink's Kafka
 connector (``make peers-flink``; left out, saying so, without it). ``--stateless-triggers``
-picks rows, e.g. ``--stateless-triggers pyflink``.
+picks rows, e.g. ``--stateless-triggers pyflink``; ``bare-real-time=5s`` adds the same
+SQL as a plain PySpark query on Spark's Kafka connector, Spark's own floor.
 """
 
 from __future__ import annotations

@@ -79,6 +79,8 @@ def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
         path=table_path(root, HOURLY),
         checkpoint=root / "checkpoints" / HOURLY,
         trigger=Trigger("available-now"),
+        table_format="parquet",
+        app_id="tests.cloudtrail_hourly",
     )
     stream.awaitTermination()
     register_views(spark, root)  # once: the corpus queries Spark through these views

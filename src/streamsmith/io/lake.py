@@ -91,19 +91,19 @@ def start_table_stream(
     trigger: Trigger,
     partition_by: Sequence[str] = (),
     output_mode: str = "append",
-    table_format: TableFormat = "parquet",
-    app_id: str | None = None,
+    table_format: TableFormat,
+    app_id: str,
 ) -> StreamingQuery:
     """Start a named streaming query appending ``frame`` to a table: a Delta table's
-    batches appended from ``foreachBatch`` with the marks of ``app_id`` (by default the
-    query's name; :func:`start_delta_appends`), or Spark's Parquet file sink."""
+    batches appended from ``foreachBatch`` with the marks of ``app_id``
+    (:func:`start_delta_appends`), or Spark's Parquet file sink."""
     prepare_table(frame.sparkSession, path, frame.schema, partition_by, table_format)
     if table_format == "delta":
         if output_mode != "append":
             raise ValueError(f"a Delta table stream appends (not {output_mode})")
         return start_delta_appends(
             frame, name=name, path=path, checkpoint=checkpoint, trigger=trigger,
-            partition_by=partition_by, app_id=app_id or f"streamsmith:{name}",
+            partition_by=partition_by, app_id=app_id,
         )  # fmt: skip
     writer = (
         frame.writeStream.queryName(name)

@@ -38,7 +38,7 @@ import scala.runtime.AbstractFunction1;
  * <p>Why not {@link NumberedLinesFormat} and {@code from_json}: {@code from_json} hands
  * each value to Jackson through a character reader, Spark's JSON source hands it the
  * line's bytes, and the second parses a line in about two thirds of the time (a million
- * YSB lines, every field: 2.1-2.4 s against 1.3-1.4 s on two cores; {@code
+ * YSB lines, every field: 2.1-2.4 s against 1.3-1.4 s on two cores, read by hand; {@code
  * benchmarks/ysb.py}, the app from files: 6.31 s to 4.70 s). The parse is otherwise
  * {@code from_json}'s (Spark's {@code JacksonParser} under a {@code FailureSafeParser},
  * every field of the record parsed whatever the query reads, no JSON array taken as

@@ -23,6 +23,7 @@ this process (the producer, the reader, Spark's Python driver) are not counted.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import statistics
@@ -113,7 +114,7 @@ class Engine:
 def _run(root: Path, trigger: str, rate: int, seconds: int, warmup: int) -> Row:
     with start_broker(root / "broker") as broker:
         append_time = {"message.timestamp.type": "LogAppendTime"}
-        # 2 task slots: records, dead letters
+        # 2 task slots: the real-time task, and the dead letters' micro-batches
         broker.create_topic(SOURCE, partitions=1, config=append_time)
         broker.create_topic(OUTPUT, partitions=1, config=append_time)
         flow = _pyflink(root, broker) if trigger == PYFLINK else _spark(root, broker, trigger)
@@ -127,8 +128,13 @@ def _spark(root: Path, broker: EmbeddedBroker, trigger: str) -> Iterator[Engine]
     spark = build_session(SparkSpec(master="local[2]"), "bench-stateless-latency")
     if trigger.startswith(BARE):
         queries = [_bare(spark, root, broker, trigger.removeprefix(BARE))]
+        timed = queries
     else:
-        queries = [query for _, query in start_queries(spark, _plan(root, broker, trigger))]
+        started = start_queries(spark, _plan(root, broker, trigger))
+        queries = [query for _, query in started]
+        # The flow's own query; a real-time flow's quarantine query writes its dead
+        # letters in micro-batches of its own.
+        timed = [query for output, query in started if output.role == "main"]
     try:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -137,7 +143,7 @@ def _spark(root: Path, broker: EmbeddedBroker, trigger: str) -> Iterator[Engine]
             return next((f"{q.name}: {q.exception()}" for q in queries if q.exception()), None)
 
         def batch_starts() -> list[int]:
-            return [_epoch_ms(p.timestamp) for q in queries for p in q.recentProgress]
+            return [_epoch_ms(p.timestamp) for q in timed for p in q.recentProgress]
 
         def gc_ms() -> float:
             beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
@@ -164,13 +170,25 @@ def _pyflink_missing() -> str | None:
 @contextmanager
 def _pyflink(root: Path, broker: EmbeddedBroker) -> Iterator[Engine]:
     """``peers/pyflink_stateless.py`` in ``.venv-flink``, in a session of its own (its
-    Python client and the JVM it starts); stopped by SIGTERM (it cancels its job)."""
+    Python client and the JVM it starts); stopped by SIGTERM (it cancels its job).
+
+    The broker takes SASL/PLAIN only: the peer gets the login Spark's connector would
+    (security.protocol, sasl.mechanism, sasl.jaas.config) as JSON on its stdin, not in
+    its arguments (``ps`` shows those)."""
     log = root / "pyflink.log"
     command = [str(FLINK_PYTHON), str(HERE / "peers" / "pyflink_stateless.py"),
                broker.bootstrap, SOURCE, OUTPUT]  # fmt: skip
+    login = {
+        key.removeprefix("kafka."): value
+        for key, value in jvm_login({"kafka.bootstrap.servers": broker.bootstrap}).items()
+        if key != "kafka.bootstrap.servers"
+    }
     with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(login).encode())
+    process.stdin.close()
 
     def failure() -> str | None:
         if process.poll() is None:

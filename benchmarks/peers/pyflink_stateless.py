@@ -1,6 +1,8 @@
 """The stateless Kafka -> Kafka flow of ``ysb_latency.py --stateless`` in PyFlink SQL.
 
-Takes ``BOOTSTRAP SOURCE_TOPIC OUTPUT_TOPIC`` and runs until killed (SIGTERM). Reads the
+Takes ``BOOTSTRAP SOURCE_TOPIC OUTPUT_TOPIC`` and, on stdin, a JSON object of Kafka client
+settings for both tables (the login to streamsmith's broker, which takes SASL/PLAIN only:
+security.protocol, sasl.mechanism, sasl.jaas.config), and runs until killed (SIGTERM). Reads the
 ad events (JSON: ad_id, user_id, event_type, sent, seq) from the source topic's earliest
 offset, keeps the views, gives each a tier, and writes them to the output topic with
 the send time and sequence number as a raw string key (``sent:seq``) and the same JSON
@@ -35,6 +37,7 @@ worker pool (a gRPC server on every interface).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -51,6 +54,20 @@ jars = sorted((Path(sys.prefix) / "jars").glob("*.jar"))
 if not jars:
     raise SystemExit(f"no Kafka connector jar in {Path(sys.prefix) / 'jars'}: make peers-flink")
 
+
+def _sql(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+# The broker's login (JSON on stdin, empty for a broker without one). The SQL connector jar
+# shades the Kafka client, so the JAAS line names the shaded login module.
+client = json.loads(sys.stdin.read() or "{}")
+if "sasl.jaas.config" in client:
+    client["sasl.jaas.config"] = client["sasl.jaas.config"].replace(
+        "org.apache.kafka.", "org.apache.flink.kafka.shaded.org.apache.kafka.", 1
+    )
+login = "".join(f", {_sql('properties.' + key)} = {_sql(value)}" for key, value in client.items())
+
 env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
 config = env.get_config()
 config.set("pipeline.jars", ";".join(jar.as_uri() for jar in jars))
@@ -66,7 +83,7 @@ env.execute_sql(f"""
     WITH ('connector' = 'kafka', 'topic' = '{source_topic}',
           'properties.bootstrap.servers' = '{bootstrap}',
           'properties.group.id' = 'pyflink-stateless',
-          'scan.startup.mode' = 'earliest-offset', 'format' = 'json')
+          'scan.startup.mode' = 'earliest-offset', 'format' = 'json'{login})
 """)  # fmt: skip
 env.execute_sql(f"""
     CREATE TABLE ad_views (k STRING, ad_id STRING, user_id STRING, sent BIGINT, tier STRING)
@@ -75,7 +92,7 @@ env.execute_sql(f"""
           'properties.linger.ms' = '0',
           'sink.delivery-guarantee' = 'at-least-once',
           'key.format' = 'raw', 'key.fields' = 'k',
-          'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY')
+          'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY'{login})
 """)  # fmt: skip
 job = env.execute_sql("""
     INSERT INTO ad_views

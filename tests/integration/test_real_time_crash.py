@@ -69,7 +69,9 @@ def test_dry_run_shows_the_real_time_plan_or_refuses_in_one_line(
     shown = invoke("dry-run", str(path))
     assert shown.returncode == 0, shown.stderr
     assert "trigger real-time=5s" in shown.stdout
-    assert "rejects to kafka topic clicks-out.dead-letter" in shown.stdout
+    assert "dead-letter query fastclicks.fast.quarantine: kafka topic clicks-out.dead-letter" in (
+        shown.stdout
+    )
 
     postgres = "flows.fast.sink={format: postgres, table: fast, key: [key]}"
     refused = invoke("dry-run", str(path), "--set", postgres)

@@ -1,5 +1,6 @@
 """A Kafka -> Kafka filter-and-enrich flow in Spark's Real-time Mode: the right records
-reach the output topic, and every rejected one the dead-letter topic, in one query."""
+reach the output topic, and every rejected one the dead-letter topic (written by the
+flow's quarantine query, in micro-batches beside the real-time one)."""
 
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ def real_time_plan(tmp_path: Path, document: dict[str, Any]) -> Plan:
 
 @pytest.fixture
 def one_partition(broker: EmbeddedBroker, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A 1-partition input topic: the flow's two reads (records and dead letters) take
-    one long-running task each, the 2 task slots of the test session."""
+    """A 1-partition input topic: the flow's long-running task and its dead-letter
+    query's micro-batches take the 2 task slots of the test session."""
     name = f"rt-{request.node.name[:60]}".replace("_", "-")
     broker.create_topic(name, partitions=1)
     broker.create_topic(f"{name}-out", partitions=1)
@@ -91,16 +92,19 @@ def test_real_time_flow_filters_enriches_and_routes_rejects_to_the_dead_letter_t
     produce(one_partition, [json.dumps(c).encode() for c in clicks] + bad, partitions=1)
     plan = real_time_plan(tmp_path, real_time_spec(broker.bootstrap, one_partition, tmp_path))
 
-    [(output, query)] = start_queries(spark, plan)
+    started = start_queries(spark, plan)
     try:
         kept = [c for c in clicks if c["ms"] < 1000]
         topics = [f"{one_partition}-out", f"{one_partition}-out.dead-letter"]
         records = read_until(broker.bootstrap, topics, len(kept) + len(bad), 120)
-        assert query.exception() is None
+        assert [query.exception() for _, query in started] == [None, None]
     finally:
-        query.stop()
+        for _, query in started:
+            query.stop()
 
+    [(output, _), (letters, _)] = started
     assert output.trigger.real_time and output.output_mode == "update"
+    assert (letters.role, str(letters.trigger)) == ("quarantine", "interval=5s")
     out = {m.key().decode(): json.loads(m.value()) for m in records if m.topic() == topics[0]}
     assert out == {c["id"]: {**c, "speed": "fast" if c["ms"] < 100 else "ok"} for c in kept}
     dead = {
@@ -126,9 +130,9 @@ def test_real_time_flow_filters_enriches_and_routes_rejects_to_the_dead_letter_t
 def test_a_real_time_flow_needing_more_task_slots_than_spark_has_is_refused(
     spark: SparkSession, broker: EmbeddedBroker, topic: str, tmp_path: Path
 ) -> None:
-    # 3 partitions, read for the records and again for the dead letters: 6 slots of 2.
+    # 3 partitions, and one slot for the dead-letter query's micro-batches: 4 slots of 2.
     plan = real_time_plan(tmp_path, real_time_spec(broker.bootstrap, topic, tmp_path))
-    with pytest.raises(UserError, match=r"needs 6 task slots, and Spark has 2: give Spark more"):
+    with pytest.raises(UserError, match=r"needs 4 task slots, and Spark has 2: give Spark more"):
         start_queries(spark, plan)
     assert not spark.streams.active
 
@@ -165,12 +169,13 @@ def test_rejects_a_transform_tags_itself_reach_the_dead_letter_topic(
     app = App("temps", "temperatures", (FlowDefinition("temps", fahrenheit),), spec)
     plan = build_plan(app, load_spec(spec, storage_root=str(tmp_path)))
 
-    [(_, query)] = start_queries(spark, plan)
+    started = start_queries(spark, plan)
     try:
         topics = [f"{one_partition}-out", f"{one_partition}-out.dead-letter"]
         records = read_until(broker.bootstrap, topics, 2, 120)
     finally:
-        query.stop()
+        for _, query in started:
+            query.stop()
     assert sorted(
         (m.topic(), m.key().decode(), json.loads(m.value()).get("reason")) for m in records
     ) == [

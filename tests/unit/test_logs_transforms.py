@@ -55,3 +55,15 @@ def test_json_and_log4j_entries_share_one_schema_and_bad_ones_are_quarantined(
     assert rows[0].log_time == datetime(2026, 11, 20, 10, 2, 13, 481000)
     assert str(rows[1].date) == "2026-11-20"
     assert set(ENVELOPE_SCHEMA.fieldNames()) - set(rows[0].asDict()) == {"collector", "message"}
+
+
+def test_a_frame_that_tags_no_rejects_quarantines_nothing_without_reading(
+    spark: SparkSession,
+) -> None:
+    """A flow's code may reject nothing (no ``_reject_reason``): its quarantine query
+    then has the quarantine's columns and no rows, and Spark's plan reads no input."""
+    frame = quarantined(spark.range(5).selectExpr("CAST(id AS STRING) AS value"))
+    assert frame.columns == ["reason", "source_file", "position", "raw", "ingested_at",
+                             "ingest_date"]  # fmt: skip
+    assert frame.collect() == []
+    assert "Range" not in frame._jdf.queryExecution().optimizedPlan().toString()

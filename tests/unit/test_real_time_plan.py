@@ -67,28 +67,31 @@ def test_a_kafka_to_kafka_filter_runs_in_update_mode_with_a_dead_letter_topic(
     tmp_path: Path,
 ) -> None:
     plan = plan_for(tmp_path, document())
-    # The quarantine and late-events side queries give way to the dead-letter topic.
-    [output] = plan.outputs
+    # The quarantine query writes to the dead-letter topic, in micro-batches at the side
+    # queries' interval; no late-events query.
+    [output, letters] = plan.outputs
     assert (output.role, output.output_mode, str(output.trigger)) == (
         "main",
         "update",
         "real-time=60s",
     )
-    assert output.dead_letter_topic == "fast-clicks.dead-letter"
-    text = describe_plan(plan)
-    assert (
-        "trigger real-time=60s" in text and "rejects to kafka topic fast-clicks.dead-letter" in text
+    assert (letters.role, letters.kind, letters.table, letters.output_mode) == (
+        "quarantine",
+        "dead-letter",
+        "fast-clicks.dead-letter",
+        "append",
     )
+    assert (str(letters.trigger), letters.checkpoint.name) == ("interval=5s", "fast__quarantine")
+    text = describe_plan(plan)
+    assert "trigger real-time=60s" in text
+    assert "dead-letter query clicks.fast.quarantine: kafka topic fast-clicks.dead-letter" in text
 
 
 def test_the_sink_names_its_dead_letter_topic_and_a_flow_its_trigger(tmp_path: Path) -> None:
     sink = {"format": "kafka", "topic": "fast-clicks", "dead_letter_topic": "clicks-rejected"}
     doc = document(trigger="interval=1s", flow={"sink": sink, "trigger": "real-time=30s"})
-    [output] = plan_for(tmp_path, doc).outputs
-    assert (output.dead_letter_topic, output.trigger) == (
-        "clicks-rejected",
-        Trigger("real-time", 30),
-    )
+    [output, letters] = plan_for(tmp_path, doc).outputs
+    assert (letters.table, output.trigger) == ("clicks-rejected", Trigger("real-time", 30))
 
 
 @pytest.mark.parametrize(
@@ -163,11 +166,8 @@ def test_the_how_to_pipeline_turns_real_time_by_its_trigger_alone(tmp_path: Path
         ("quarantine", "interval=5s"),
     ]
     changed = {**yaml.safe_load(blocks[0]), **yaml.safe_load(blocks[1])}
-    [output] = plan_for(tmp_path, changed).outputs
-    assert (str(output.trigger), output.dead_letter_topic) == (
-        "real-time=60s",
-        "ad-views.dead-letter",
-    )
+    [output, letters] = plan_for(tmp_path, changed).outputs
+    assert (str(output.trigger), letters.table) == ("real-time=60s", "ad-views.dead-letter")
     shown = re.search(r"```\n(  topic query .*?)```", page.read_text(), flags=re.DOTALL)
     assert shown is not None
     for line in shown.group(1).splitlines():

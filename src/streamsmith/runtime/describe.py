@@ -42,8 +42,6 @@ def describe_plan(plan: Plan) -> str:
                 f"  {output.kind} query {output.query_name}: {named}{where} "
                 f"[{output.output_mode}, partitioned by {partitions}, trigger {output.trigger}]"
             )
-            if output.dead_letter_topic:
-                lines.append(f"    rejects to kafka topic {output.dead_letter_topic}")
             lines.append(f"    checkpoint {output.checkpoint}")
             lines.append(f"    backfill   {output.backfill_path}")
         for task in flow.maintenance:

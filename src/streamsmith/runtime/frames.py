@@ -39,7 +39,6 @@ from streamsmith.transforms.quarantine import (
     REJECT_REASON,
     SOURCE_FILE,
     accepted,
-    dead_letters,
     quarantined,
 )
 
@@ -121,8 +120,9 @@ def flow_frames(
     sides = any(is_side_query(flow, o) for o in flow.outputs)
     late_time = rule.column if rule is not None and definition.record_late and sides else None
     # It carries a batch's few rejects to the quarantine where the reader keeps their raw
-    # payload cheaply (files: ``deferred_raw``; a Kafka read is pruned to what it uses).
-    carry = any(o.role == "quarantine" for o in flow.outputs)
+    # payload cheaply (files: ``deferred_raw``; a Kafka read is pruned to what it uses);
+    # a real-time flow's quarantine query reads its every batch (its dead letters).
+    carry = any(o.role == "quarantine" and not o.trigger.real_time for o in flow.outputs)
     if counts and streaming:
         main = observe_flow(main, late_time, carry_rejects=carry)
     if flow.source.evolution in STOPPING:  # a field the schema lacks stops the batch
@@ -188,44 +188,4 @@ def query_frame(
         tables = frames.tables if frames is not None else None
         counts = output.role != "sink"  # the main query counts for every sink of the flow
         frames = flow_frames(spark, flow, root, streaming=True, tables=tables, counts=counts)
-    frame = output_frame(frames, output)
-    if output.dead_letter_topic is None:
-        return frame
-    return with_dead_letters(spark, flow, root, frames, frame, output)
-
-
-# Spark refuses a real-time query that reads one source twice, as a union of two branches
-# of one read would; a second reader with an option of its own is another source to it
-# (Spark's Kafka connector ignores options it does not know).
-DEAD_LETTER_READ = "streamsmith.deadLetters"
-TOPIC = "topic"
-
-
-def with_dead_letters(
-    spark: SparkSession,
-    flow: FlowPlan,
-    root: Path,
-    frames: FlowFrames,
-    frame: DataFrame,
-    output: Output,
-) -> DataFrame:
-    """A real-time flow's ``frame`` for its sink's topic and, in the same query (a
-    micro-batch quarantine query cannot run beside it), its rejected records for the
-    output's dead-letter topic: each row names its topic. The rejects come from a second
-    read of the source, parsed and judged as the flow's own read is."""
-    options = {**flow.source.options, DEAD_LETTER_READ: True}
-    second = replace(flow, source=flow.source.model_copy(update={"options": options}))
-    read = flow_frames(spark, second, root, streaming=True, tables=frames.tables)
-    # As the quarantine query takes them: from the parsed events, or from the output of
-    # a transform that tags its rejects itself.
-    tagged = read.tagged if read.tagged is not None else read.output
-    main = frame.withColumn(TOPIC, F.lit(output.sink.target))
-    if REJECT_REASON not in tagged.columns:  # nothing this flow reads can be rejected
-        return main
-    rejects = dead_letters(tagged, flow.name)
-    kinds = dict(main.dtypes)
-    rejects = rejects.select(
-        *(F.col(c).cast(kinds[c]).alias(c) if c in kinds else F.col(c) for c in rejects.columns),
-        F.lit(output.dead_letter_topic).alias(TOPIC),
-    )
-    return main.unionByName(rejects, allowMissingColumns=True)
+    return output_frame(frames, output)

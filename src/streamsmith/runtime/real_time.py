@@ -145,12 +145,15 @@ def _milliseconds(value: object) -> float:
     return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text) * 1000
 
 
-def check_task_slots(spark: SparkSession, source: SourceSpec, reads: int, query: str) -> None:
+def check_task_slots(
+    spark: SparkSession, source: SourceSpec, query: str, *, dead_letters: bool
+) -> None:
     """Refuse to start a real-time query that needs more task slots than Spark has.
 
-    Spark runs one long-running task per topic-partition of each read, all at once; with
-    too few slots the tasks left over wait for a slot that never frees, and the query sits
-    silently without progress. A flow with a dead-letter topic reads its source twice.
+    Spark runs one long-running task per topic-partition, all at once; with too few
+    slots the tasks left over wait for a slot that never frees, and the query sits
+    silently without progress. A flow's dead-letter query needs one slot more for its
+    micro-batches' tasks, which the real-time tasks would otherwise hold forever.
     """
     from streamsmith.io.kafka.client import BrokerMetadata
     from streamsmith.io.kafka.source import parse_options  # PyArrow: on use
@@ -167,11 +170,12 @@ def check_task_slots(spark: SparkSession, source: SourceSpec, reads: int, query:
     finally:
         metadata.close()
     slots = spark.sparkContext.defaultParallelism
-    if reads * partitions > slots:
+    needed = partitions + int(dead_letters)
+    if needed > slots:
+        letters = ", and one for its dead-letter query's micro-batches," if dead_letters else ""
         raise UserError(
             f"query {query} runs in Real-time Mode: one long-running task for each of the "
-            f"{partitions} topic-partition(s) it reads, {reads} time(s) (the records, and "
-            f"the dead letters), needs {reads * partitions} task slots, and Spark has "
-            f"{slots}: give Spark more cores (spark.master local[N], executors), or read "
-            "fewer partitions"
+            f"{partitions} topic-partition(s) it reads{letters} needs {needed} task "
+            f"slots, and Spark has {slots}: give Spark more cores (spark.master local[N], "
+            "executors), or read fewer partitions"
         )

@@ -94,8 +94,8 @@ def start_flow(
     frames = flow_frames(spark, flow, plan.root, streaming=True)
     for output in flow.outputs:
         if output.trigger.real_time:
-            reads = 2 if output.dead_letter_topic else 1
-            check_task_slots(spark, flow.source, reads, output.query_name)
+            letters = any(o.role == "quarantine" for o in flow.outputs)
+            check_task_slots(spark, flow.source, output.query_name, dead_letters=letters)
     chosen = list(flow.outputs if outputs is None else outputs)
 
     def start(output: Output) -> tuple[Output, StreamingQuery]:

@@ -81,29 +81,36 @@ def accepted(tagged: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
 
 
 def quarantined(tagged: DataFrame) -> DataFrame:
-    """Rejected rows in the quarantine schema: why, from where, and the raw payload."""
-    position = F.col(POSITION) if POSITION in tagged.columns else F.lit(None)
+    """Rejected rows in the quarantine schema: why, from where, and the raw payload.
+    None of a frame that tags no rejects (a flow's code that rejects nothing): Spark
+    then plans the query without reading its source."""
+
+    def column(name: str) -> Column:
+        return F.col(name) if name in tagged.columns else F.lit(None)
+
+    reason = column(REJECT_REASON).cast("string")
     return (
-        tagged.where(F.col(REJECT_REASON).isNotNull())
+        tagged.where(reason.isNotNull())
         .select(
-            F.col(REJECT_REASON).alias("reason"),
-            F.col(SOURCE_FILE).cast("string").alias("source_file"),
-            position.cast("string").alias("position"),
+            reason.alias("reason"),
+            column(SOURCE_FILE).cast("string").alias("source_file"),
+            column(POSITION).cast("string").alias("position"),
             # Parquet strings are UTF-8: bytes that are not keep their place as U+FFFD,
             # so every reader of the table can read the row (the reason says so).
-            F.make_valid_utf8(F.col(RAW).cast("string")).alias("raw"),
+            F.make_valid_utf8(column(RAW).cast("string")).alias("raw"),
             F.current_timestamp().alias("ingested_at"),
         )
         .withColumn("ingest_date", F.to_date("ingested_at"))
     )
 
 
-def dead_letters(tagged: DataFrame, flow: str) -> DataFrame:
-    """Rejected rows as Kafka records for a dead-letter topic, where a real-time flow
-    sends what a micro-batch flow quarantines: the value is the quarantine row as JSON
-    (with the flow's name), the key the record's place (``kafka://topic/partition/offset``),
-    the same when a replay produces it again, so a consumer keeps one per key."""
-    rows = quarantined(tagged).drop("ingest_date")
+def dead_letters(rows: DataFrame, flow: str) -> DataFrame:
+    """Quarantine ``rows`` (:func:`quarantined`) as Kafka records for a dead-letter topic,
+    where a real-time flow sends what a micro-batch flow keeps in its quarantine table:
+    the value is the row as JSON (with the flow's name), the key the record's place
+    (``kafka://topic/partition/offset``), the same when a replay produces it again, so a
+    consumer keeps one per key."""
+    rows = rows.drop("ingest_date")
     return rows.select(
         F.concat_ws("/", "source_file", "position").alias("key"),
         F.to_json(F.struct(F.lit(flow).alias("flow"), *rows.columns)).alias("value"),

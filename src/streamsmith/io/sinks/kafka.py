@@ -32,9 +32,9 @@ from streamsmith.io.sinks.base import (
 from streamsmith.io.sources.kafka import jvm_kafka_available, read_kafka
 from streamsmith.io.value_formats import encode_values, load_values
 from streamsmith.spark.conf import start_foreach_batch_writer
+from streamsmith.transforms.quarantine import dead_letters
 
 DEAD_LETTER_SUFFIX = ".dead-letter"
-TOPIC_COLUMN = "topic"  # a row's own topic, when the sink names none
 
 
 class KafkaTopicOptions(SinkOptions):
@@ -126,9 +126,17 @@ class KafkaTopicSink(Sink):
 
     @property
     def dead_letter_topic(self) -> str:
-        """Where a real-time flow's rejected records go: a micro-batch quarantine query
-        cannot run beside a real-time one, so they travel in the flow's own query."""
+        """Where a real-time flow's rejected records go."""
         return self.options.dead_letter_topic or f"{self.target}{DEAD_LETTER_SUFFIX}"
+
+    def dead_letter_sink(self) -> DeadLetterSink:
+        """The dead-letter topic, written with this sink's Kafka settings, as JSON."""
+        options = KafkaTopicOptions(
+            topic=self.dead_letter_topic,
+            connector=self.options.connector,
+            options=self.options.options,
+        )
+        return DeadLetterSink(options, self.context)
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         """Spark lets Python data sources stream in append mode only, so update and
@@ -145,8 +153,7 @@ class KafkaTopicSink(Sink):
         if self.options.value_format != "raw":
             frame = encode_values(frame, self.value_schema, self.options.value_schema_id)
         settings = {key: _option(value) for key, value in self.settings.items()}
-        if not (query.trigger.real_time and TOPIC_COLUMN in frame.columns):
-            settings["topic"] = self.target  # else each row names its topic (dead letters)
+        settings["topic"] = self.target
         writer = (
             frame.writeStream.queryName(query.name)
             .outputMode(query.output_mode)
@@ -183,6 +190,17 @@ class KafkaTopicSink(Sink):
         return records.groupBy(F.col("key").cast("string").alias("key")).agg(
             F.max_by(F.col("value").cast("string"), order).alias("value")
         )
+
+
+class DeadLetterSink(KafkaTopicSink):
+    """A real-time flow's dead-letter topic: its quarantine query's rows (the quarantine
+    table's columns), each sent as a Kafka record (:func:`dead_letters`). Its backfill
+    writes those rows to the lake, as a micro-batch flow's quarantine does."""
+
+    kind: ClassVar[str] = "dead-letter"
+
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        return super().start(spark, dead_letters(frame, self.context.flow), query)
 
 
 def _option(value: ConfValue) -> str:

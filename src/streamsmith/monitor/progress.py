@@ -30,6 +30,8 @@ CARRIED_REJECTS = "rejects"  # FLOW_METRIC's field carrying a batch's few reject
 # processing, over the batch's records (for a real-time query, over a checkpoint interval).
 LATENCY_P50, LATENCY_P99, LATENCY_MAX = "latency_p50_ms", "latency_p99_ms", "latency_max_ms"
 LATENCY_FIELDS = (LATENCY_P50, LATENCY_P99, LATENCY_MAX)
+# FLOW_METRIC observes the median and the 99th percentile as one array.
+LATENCY_QUANTILES_MS, LATENCY_QUANTILES = "latency_quantiles_ms", (0.5, 0.99)
 
 
 def parse_time(text: str) -> datetime:
@@ -119,6 +121,9 @@ def latency(observed: Mapping[str, Any]) -> dict[str, int | None]:
     """The batch's read latency (``LATENCY_FIELDS``), None for a flow not on Kafka."""
     flow = observed.get(FLOW_METRIC)
     values: Mapping[str, Any] = flow if isinstance(flow, Mapping) else {}
+    quantiles = values.get(LATENCY_QUANTILES_MS)
+    if isinstance(quantiles, list | tuple):  # else a log of before 2026-12-07: one field each
+        values = {**values, LATENCY_P50: quantiles[0], LATENCY_P99: quantiles[1]}
     return {name: _whole(values.get(name)) for name in LATENCY_FIELDS}
 
 

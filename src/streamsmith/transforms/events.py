@@ -27,6 +27,7 @@ from streamsmith.transforms.quarantine import (
     NEW_FIELDS,
     POSITION,
     READ_ERROR,
+    REASON_DETAIL,
     REJECT_REASON,
     SOURCE_FILE,
     first_failure,
@@ -123,13 +124,16 @@ def parse_events(
             parsed = text.withColumn("_event", F.from_json(value, schema, dict(json_options or {})))
         else:  # a value that does not parse whole is rejected, saying why, never nulls
             marked, parse = with_corrupt_mark(schema, json_options)
-            reason = rejected_json_reason(value, schema, json_options, MALFORMED_VALUE)
             parsed = text.withColumn("_event", F.from_json(value, marked, parse))
             event = F.col("_event")
+            malformed = F.col(READ_ERROR).isNull() & event[CORRUPT_MARK].isNotNull()
+            why = rejected_json_reason(value, schema, json_options, MALFORMED_VALUE)
             corrupt = F.when(event.isNull(), F.lit(EMPTY_VALUE)).when(
-                event[CORRUPT_MARK].isNotNull(), reason
+                event[CORRUPT_MARK].isNotNull(), F.lit(MALFORMED_VALUE)
             )
-            parsed = parsed.withColumn(READ_ERROR, F.coalesce(F.col(READ_ERROR), corrupt))
+            parsed = parsed.withColumn(REASON_DETAIL, F.when(malformed, why)).withColumn(
+                READ_ERROR, F.coalesce(F.col(READ_ERROR), corrupt)
+            )
         if rescue or variant is not None:  # the record as a map of its members too
             malformed = F.when(F.col(_FIELDS).isNull(), F.lit("malformed JSON value"))
             parsed = parsed.withColumn(_FIELDS, F.from_json(value, _MEMBERS_DDL)).withColumn(
@@ -142,6 +146,7 @@ def parse_events(
         *rules,
     ]
     tags = [c for c in source.columns if c.startswith("_") and c not in names]
+    tags += [REASON_DETAIL] * (REASON_DETAIL in parsed.columns and REASON_DETAIL not in tags)
     rescued = [_rescued(schema, source.columns, not evolve).alias(RESCUED)] if rescue else []
     if evolve:
         rescued.append(_new_fields(schema, source.columns).alias(NEW_FIELDS))

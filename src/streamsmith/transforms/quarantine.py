@@ -20,6 +20,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, StructField, StructType, TimestampType
 
+from streamsmith.transforms.json_reasons import MALFORMED_VALUE
+
 SOURCE_FILE = "_source_file"
 POSITION = "_position"
 RAW = "_raw"
@@ -29,8 +31,14 @@ NEW_FIELDS = "_new_fields"  # fields a record holds beyond its schema (schema ev
 RAW_TEXT = "_raw_text"  # the raw payload where a reader holds it as text, else null
 RECORD = "_record"  # a parsed record whole: its JSON is the raw payload (see deferred_raw)
 SOURCE_MS = "_source_ms"  # a Kafka record's timestamp (ms): the flow's latency counts from it
+# Why a record a parser rejected as malformed did not parse (the field whose value does
+# not fit), where REJECT_REASON holds the parser's short reason (MALFORMED_VALUE): only a
+# quarantine reads it, so a flow's own query never plans the diagnosis (a large
+# expression per field of the schema) at each batch.
+REASON_DETAIL = "_reason_detail"
 TAG_COLUMNS = (
-    SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS, RAW_TEXT, RECORD, SOURCE_MS
+    SOURCE_FILE, POSITION, RAW, READ_ERROR, REJECT_REASON, NEW_FIELDS, RAW_TEXT, RECORD,
+    SOURCE_MS, REASON_DETAIL,
 )  # fmt: skip
 
 QUARANTINE_SCHEMA = StructType(
@@ -89,10 +97,11 @@ def quarantined(tagged: DataFrame) -> DataFrame:
         return F.col(name) if name in tagged.columns else F.lit(None)
 
     reason = column(REJECT_REASON).cast("string")
+    refined = F.when(reason == MALFORMED_VALUE, column(REASON_DETAIL).cast("string"))
     return (
         tagged.where(reason.isNotNull())
         .select(
-            reason.alias("reason"),
+            F.coalesce(refined, reason).alias("reason"),
             column(SOURCE_FILE).cast("string").alias("source_file"),
             column(POSITION).cast("string").alias("position"),
             # Parquet strings are UTF-8: bytes that are not keep their place as U+FFFD,

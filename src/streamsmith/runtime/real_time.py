@@ -12,7 +12,8 @@ Spark's Kafka connector to a Kafka sink, in update mode. Aggregations, windows,
 sources, ``foreachBatch`` sinks (PostgreSQL, the lake, webhooks) and Python data sources
 (streamsmith's Kafka connector) are refused, and so are Protobuf values: they are
 decoded and encoded in Python with ``mapInArrow``, an operator (PythonMapInArrowExec)
-not in Spark's Real-time Mode allowlist.
+not in Spark's Real-time Mode allowlist. A real-time flow's rejects go to its sink's
+dead-letter topic, written by a micro-batch query of their own (``runtime.plan``).
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ def _refused_sink(sink: Sink, output_mode: str) -> str | None:
         )
     if getattr(sink.options, "value_format", "raw") == "avro":
         return (
-            "its kafka sink encodes Avro values, and a real-time flow's rejects travel as "
-            "JSON in the same query: use interval=<duration>"
+            "its kafka sink encodes Avro values, which streamsmith has not yet run in "
+            "Real-time Mode: use interval=<duration>"
         )
     if output_mode == "complete":
         return "complete mode needs an aggregation, which Real-time Mode cannot run on 4.2"

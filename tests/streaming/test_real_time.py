@@ -22,7 +22,7 @@ from streamsmith.runtime.app import App, FlowDefinition
 from streamsmith.runtime.plan import Plan, build_plan
 from streamsmith.runtime.start import start_queries
 from streamsmith.transforms.quarantine import REJECT_REASON
-from waiting import read_until
+from waiting import read_until, wait_for
 
 Produce = Callable[..., None]
 
@@ -98,6 +98,18 @@ def test_real_time_flow_filters_enriches_and_routes_rejects_to_the_dead_letter_t
         topics = [f"{one_partition}-out", f"{one_partition}-out.dead-letter"]
         records = read_until(broker.bootstrap, topics, len(kept) + len(bad), 120)
         assert [query.exception() for _, query in started] == [None, None]
+        # A clean record later: the dead-letter query's batch of it waits for the flow's
+        # checkpoint, which rejected nothing there, and reads nothing.
+        produce(
+            one_partition, [json.dumps({"id": "c99", "user": "u1", "ms": 5}).encode()], partitions=1
+        )
+        letters_query = started[1][1]
+
+        def clean_batches() -> list[int]:
+            return [p.numInputRows for p in letters_query.recentProgress if ends_at(p, 44)]
+
+        wait_for(clean_batches, "the dead-letter query's batch of the clean record", 60)
+        assert clean_batches() == [0]
     finally:
         for _, query in started:
             query.stop()
@@ -125,6 +137,12 @@ def test_real_time_flow_filters_enriches_and_routes_rejects_to_the_dead_letter_t
     assert {m.key().decode() for m in records if m.topic() == topics[1]} == {
         f"kafka://{one_partition}/0/{offset}" for offset in (40, 41, 42)
     }
+
+
+def ends_at(progress: Any, offset: int) -> bool:
+    """Whether a batch's progress ends its one source at ``offset`` of partition 0."""
+    end = json.loads(progress.sources[0].endOffset or "{}")
+    return any(partitions.get("0") == offset for partitions in end.values())
 
 
 def test_a_real_time_flow_needing_more_task_slots_than_spark_has_is_refused(

@@ -24,7 +24,7 @@ without a streaming sink (which cannot skip a batch).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -107,6 +107,36 @@ def start_quarantine_stream(
     line and its number from the flow's read (``io.files``): no file is read again."""
     prepare_table(frame.sparkSession, path, frame.schema, partition_by, table_format)
 
+    def write_rows(batch: DataFrame, batch_id: int) -> int:
+        return write_batch(batch, path, batch_id, partition_by, app_id=app_id)
+
+    check_replay(path, app_id, checkpoint)
+    return start_following_quarantine(
+        frame,
+        name=name,
+        checkpoint=checkpoint,
+        trigger=trigger,
+        cover=cover,
+        facts=facts,
+        write_rows=write_rows,
+    )
+
+
+def start_following_quarantine(
+    frame: DataFrame,
+    *,
+    name: str,
+    checkpoint: Path,
+    trigger: Trigger,
+    cover: FlowCover,
+    facts: FlowFacts,
+    write_rows: Callable[[DataFrame, int], int],
+) -> StreamingQuery:
+    """Start a quarantine query over ``frame`` (its rows in the quarantine's columns)
+    that hands ``write_rows`` each batch the flow's main query did not find clean, or
+    the rows it carried, once the main query has committed that input; ``write_rows``
+    says how many rows it wrote."""
+
     def write(batch: DataFrame, batch_id: int) -> None:
         parts = cover.parts(batch_id)
         seen = None if parts is None else facts.of([part.batch for part in parts])
@@ -123,8 +153,7 @@ def start_quarantine_stream(
             else:
                 why = "its flow batches' rejects are unknown" if seen is None else "rejects"
                 log.debug("%s reads batch %s (%s; flow batches %s)", name, batch_id, why, parts)
-            rows = write_batch(batch, path, batch_id, partition_by, app_id=app_id)
+            rows = write_rows(batch, batch_id)
         observed.note(name, batch_id, QUARANTINE_METRIC, rows)
 
-    check_replay(path, app_id, checkpoint)
     return start_foreach_batch(frame, write, name=name, checkpoint=checkpoint, trigger=trigger)

@@ -33,6 +33,7 @@ from streamsmith.io.lake import CHECKPOINTS_DIR, backfill_path, table_path
 from streamsmith.io.schema_store import schema_dir
 from streamsmith.io.sinks import build_sink
 from streamsmith.io.sinks.base import OutputMode, Sink, SinkContext
+from streamsmith.io.sinks.kafka import KafkaTopicSink
 from streamsmith.io.sources import source_class, source_for
 from streamsmith.io.sources.base import Source
 from streamsmith.io.value_formats import source_values
@@ -48,7 +49,12 @@ from streamsmith.runtime.maintenance import (
     plan_tables,
 )
 from streamsmith.runtime.real_time import check_real_time
-from streamsmith.runtime.side_sinks import LateEventsSink, MainQuery, QuarantineSink
+from streamsmith.runtime.side_sinks import (
+    DeadLetterQuarantine,
+    LateEventsSink,
+    MainQuery,
+    QuarantineSink,
+)
 from streamsmith.runtime.views import ViewPlan, order_views, tables_read, with_flows
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.transforms.events import RecordParser
@@ -832,15 +838,22 @@ def _outputs(
 
 
 def _dead_letters(spec: PipelineSpec, definition: FlowDefinition, main: Output) -> list[Output]:
-    """A real-time flow's quarantine: a micro-batch query of its own, reading the source
-    again at the side queries' interval and sending each rejected record to the sink's
-    dead-letter topic. A side query that follows the flow's batches cannot follow a
-    real-time one, and a second read in the flow's own query (Spark refuses a union of
-    one read's two branches in Real-time Mode) tripled its planning at every checkpoint
+    """A real-time flow's quarantine: a micro-batch query at the side queries' interval
+    that follows the flow's query (``DeadLetterQuarantine``) and sends each rejected
+    record to the sink's dead-letter topic. In the flow's own query the rejects would
+    need a second read of the source (Spark refuses a union of one read's two branches
+    in Real-time Mode), which tripled its planning at every checkpoint
     (benchmarks/ysb_latency.py --stateless)."""
-    sink = main.sink.dead_letter_sink() if definition.quarantine else None
-    if sink is None:
-        return []
+    if not definition.quarantine or not isinstance(main.sink, KafkaTopicSink):
+        return []  # a real-time flow writes to Kafka (check_real_time)
+    flow = spec.flows[definition.name]
+    query = MainQuery(
+        checkpoint=main.checkpoint,
+        spark_name=main.spark_name,
+        source=None if flow.streams else source_class(spec.sources[flow.source].format).lineage,
+        prepared=definition.prepare is not None,
+    )
+    sink = DeadLetterQuarantine(main.sink.dead_letter_sink(), query)
     return [
         Output(
             query_name=f"{main.sink.context.app}.{definition.name}.quarantine",

@@ -27,10 +27,15 @@ from streamsmith.io.sinks.base import (
     SinkContext,
     UpgradeRules,
 )
+from streamsmith.io.sinks.kafka import DeadLetterSink
 from streamsmith.io.sources.base import SourceKind
 from streamsmith.monitor.progress import QUARANTINE_METRIC
 from streamsmith.runtime.app import EventTime
-from streamsmith.runtime.clean_input import can_skip_clean_input, start_quarantine_stream
+from streamsmith.runtime.clean_input import (
+    can_skip_clean_input,
+    start_following_quarantine,
+    start_quarantine_stream,
+)
 from streamsmith.runtime.flow_batches import (
     FlowCover,
     FlowFacts,
@@ -138,6 +143,41 @@ class QuarantineSink(_SideSink):
             )
         frame = frame.observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
         return self.start_file_sink(frame, query)  # side queries run in append mode
+
+
+class DeadLetterQuarantine(DeadLetterSink):
+    """A real-time flow's quarantine: its rejected records to the sink's dead-letter
+    topic. It follows the flow's query as :class:`QuarantineSink` does: each of its
+    batches waits until the flow's query has committed that input (a real-time batch
+    commits at the end of its checkpoint interval), and reads nothing when the flow's
+    query rejected nothing there; so a clean stream is parsed once, not twice."""
+
+    def __init__(self, letters: DeadLetterSink, main: MainQuery) -> None:
+        super().__init__(letters.options, letters.context)
+        self.main = main
+
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        main = self.main
+        if main.source is None or not main.prepared:  # the flow's query cannot tell
+            return super().start(spark, frame, query)
+
+        def write_rows(batch: DataFrame, _batch_id: int) -> int:
+            return self.append(batch)
+
+        return start_following_quarantine(
+            frame,
+            name=query.name,
+            checkpoint=query.checkpoint,
+            trigger=query.trigger,
+            cover=FlowCover(
+                main.source,
+                main.checkpoint,
+                query.checkpoint,
+                alive=running_here(spark, main.spark_name),
+            ),
+            facts=FlowFacts(spark, main.spark_name),
+            write_rows=write_rows,
+        )
 
 
 class LateEventsSink(_SideSink):

@@ -188,11 +188,6 @@ class Sink(ABC):
         """Where the rows go, for ``dry-run``: never a secret."""
         return f"{self.kind} {self.target}"
 
-    def dead_letter_sink(self) -> Sink | None:
-        """Where a real-time flow writing here sends its rejected records (a quarantine
-        query writes them there); None for a sink no real-time flow writes."""
-        return None
-
     def refuses_mode(self, mode: OutputMode) -> str | None:
         """Why this sink, as configured, cannot run ``mode`` (one of ``output_modes``),
         or None; checked when the plan is built, before Spark starts."""

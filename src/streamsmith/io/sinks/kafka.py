@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -138,30 +139,34 @@ class KafkaTopicSink(Sink):
         )
         return DeadLetterSink(options, self.context)
 
-    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
-        """Spark lets Python data sources stream in append mode only, so update and
-        complete modes on streamsmith's connector write each micro-batch with its batch
-        writer from ``foreachBatch``: the same producer, flush and failure rules, the same
-        at-least-once guarantee."""
+    def _connector(self, spark: SparkSession) -> tuple[str, dict[str, str], bool]:
+        """The format that writes the topic, its options, and whether it is Spark's."""
         connector = self.options.connector
         spark_connector = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
         if not spark_connector:
             from streamsmith.io.kafka.source import register_kafka_source  # PyArrow: on use
 
             register_kafka_source(spark)
-        fmt = "kafka" if spark_connector else SOURCE_NAME
-        if self.options.value_format != "raw":
-            frame = encode_values(frame, self.value_schema, self.options.value_schema_id)
         settings = {key: _option(value) for key, value in self.settings.items()}
         settings["topic"] = self.target
+        if spark_connector:
+            return "kafka", jvm_login(settings), True
+        return SOURCE_NAME, settings, False
+
+    def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
+        """Spark lets Python data sources stream in append mode only, so update and
+        complete modes on streamsmith's connector write each micro-batch with its batch
+        writer from ``foreachBatch``: the same producer, flush and failure rules, the same
+        at-least-once guarantee."""
+        fmt, settings, spark_connector = self._connector(spark)
+        if self.options.value_format != "raw":
+            frame = encode_values(frame, self.value_schema, self.options.value_schema_id)
         writer = (
             frame.writeStream.queryName(query.name)
             .outputMode(query.output_mode)
             .option("checkpointLocation", str(query.checkpoint))
             .trigger(**query.trigger.spark_kwargs())
         )
-        if spark_connector:
-            settings = jvm_login(settings)
         if spark_connector or query.output_mode == "append":
             return writer.format(fmt).options(**settings).start()
 
@@ -201,6 +206,21 @@ class DeadLetterSink(KafkaTopicSink):
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         return super().start(spark, dead_letters(frame, self.context.flow), query)
+
+    def append(self, rows: DataFrame) -> int:
+        """Send quarantine ``rows`` (a batch frame) to the topic now; how many went.
+
+        The records are kept (few: the rejects of a batch) between their count and their
+        write, so the input is read once; an observed count would not come back from a
+        write to Spark's Kafka sink."""
+        fmt, settings, _ = self._connector(rows.sparkSession)
+        letters = dead_letters(rows, self.context.flow).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            sent = letters.count()
+            letters.write.format(fmt).options(**settings).mode("append").save()
+        finally:
+            letters.unpersist()
+        return sent
 
 
 def _option(value: ConfValue) -> str:

@@ -153,7 +153,7 @@ def _spark(root: Path, broker: EmbeddedBroker, trigger: str) -> Iterator[Engine]
         yield Engine(pid, failure, batch_starts, gc_ms)
         _print_batches(queries)
     finally:
-        for query in queries:
+        for query in reversed(queries):  # the dead letters' query waits on the flow's
             query.stop()
         spark.stop()
 

@@ -99,8 +99,8 @@ def _format_seconds(seconds: float) -> str:
 # How often a real-time query checkpoints when the spec does not say. Each checkpoint
 # ends the interval's long-running tasks and starts new ones, and the records arriving in
 # that gap (50-100 ms warm) wait for them: at Spark's minimum, 5 s, those gaps make the
-# 99th percentile's latency (61 ms at 10,000 events/s, one run of 2026-12-07); at 60 s,
-# 15 ms (benchmarks/ysb_latency.py --stateless). What a crash replays is the interval in
+# 99th percentile's latency (91 ms at 10,000 events/s, one run of 2026-12-07); at 60 s,
+# 12 ms (benchmarks/ysb_latency.py --stateless). What a crash replays is the interval in
 # flight: up to a minute of records, re-sent with their keys (Kafka's sink writes at
 # least once).
 REAL_TIME_CHECKPOINT_SECONDS = 60.0

@@ -60,6 +60,14 @@ class MainQuery:
     source: SourceKind | None
     prepared: bool  # the flow parses its input in a prepare stage that tags rejects
 
+    def cover(self, spark: SparkSession, own: Path) -> FlowCover:
+        """Which of this query's batches read the input of a side query's (checkpoint
+        ``own``) batches; for a flow reading one source (``source`` is not None)."""
+        assert self.source is not None
+        return FlowCover(
+            self.source, self.checkpoint, own, alive=running_here(spark, self.spark_name)
+        )
+
 
 class _SideSink(LakeBackedSink):
     upgrade = UpgradeRules("file", keeps_schema=True, fixed_location=True)
@@ -131,12 +139,7 @@ class QuarantineSink(_SideSink):
                 checkpoint=query.checkpoint,
                 trigger=query.trigger,
                 partition_by=self.partition_by,
-                cover=FlowCover(
-                    main.source,
-                    main.checkpoint,
-                    query.checkpoint,
-                    alive=running_here(spark, main.spark_name),
-                ),
+                cover=main.cover(spark, query.checkpoint),
                 facts=FlowFacts(spark, main.spark_name),
                 table_format=table_format,
                 app_id=self.app_id(query),
@@ -169,12 +172,7 @@ class DeadLetterQuarantine(DeadLetterSink):
             name=query.name,
             checkpoint=query.checkpoint,
             trigger=query.trigger,
-            cover=FlowCover(
-                main.source,
-                main.checkpoint,
-                query.checkpoint,
-                alive=running_here(spark, main.spark_name),
-            ),
+            cover=main.cover(spark, query.checkpoint),
             facts=FlowFacts(spark, main.spark_name),
             write_rows=write_rows,
         )

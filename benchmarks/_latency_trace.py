@@ -87,6 +87,9 @@ def print_trace(records: Sequence[Traced], batch_starts: Sequence[int], gc_ms: f
               f"episode length median {statistics.median(lengths):,.0f} ms, "
               f"worst {max(e.worst_ms for e in found):,} ms")  # fmt: skip
     starts = sorted(batch_starts)
+    if worst := boundary_worst(records, starts):
+        print("    at each checkpoint (the worst record sent within a second of a batch "
+              f"start), in order: {', '.join(f'{w:,}' for w in worst)} ms")  # fmt: skip
     if found and len(starts) > 1:
         phases = [_since_batch_start(e.first_sent, starts) for e in found]
         known = [p for p in phases if p is not None]
@@ -95,6 +98,20 @@ def print_trace(records: Sequence[Traced], batch_starts: Sequence[int], gc_ms: f
             print(f"    episode start after its batch's start: median "
                   f"{statistics.median(known):,.0f} ms, "
                   f"within 500 ms of a batch start: {near} of {len(known)}")  # fmt: skip
+
+
+def boundary_worst(
+    records: Sequence[Traced], starts: Sequence[int], around_ms: int = 1000
+) -> list[int]:
+    """The worst latency of the records sent within ``around_ms`` of each batch start but
+    the first (a query's start): in Real-time Mode, what each checkpoint cost (the last
+    batch's commit, the next one's planning and task launch)."""
+    worst = []
+    for start in sorted(starts)[1:]:
+        waits = [r.out - r.sent for r in records if abs(r.sent - start) <= around_ms]
+        if waits:
+            worst.append(max(waits))
+    return worst
 
 
 def _since_batch_start(at: int, starts: Sequence[int]) -> int | None:

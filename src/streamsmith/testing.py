@@ -51,7 +51,8 @@ from streamsmith.io.schema_store import record as record_version
 from streamsmith.runtime.app import App, EventTime
 from streamsmith.runtime.flow_batches import MainQueryBehind
 from streamsmith.runtime.frames import FlowFrames, flow_frames, output_frame
-from streamsmith.runtime.plan import FlowPlan, Output, Plan, build_plan
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import FlowPlan, Plan, build_plan
 from streamsmith.runtime.schema_change import add_new_fields, error_text
 from streamsmith.runtime.start import start_flow, start_queries
 from streamsmith.transforms.events import WINDOW_END, WINDOW_START, RecordParser

@@ -14,6 +14,7 @@ from streamsmith.generate.nest import nest_data, publish
 from streamsmith.io.kafka.broker import EmbeddedBroker
 from streamsmith.io.kafka.client import ensure_topic
 from streamsmith.io.lake import read_table, register_lake_views, replace_static_table, table_path
+from streamsmith.io.sources.kafka import read_kafka
 from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.runner import backfill, run_pipeline
 from streamsmith.schemas.nest import DEVICE_LOCATIONS_SCHEMA
@@ -41,7 +42,7 @@ def test_nest_flows_and_report_match_the_generated_counts(
         storage_root=str(tmp_path),
     )
 
-    run_pipeline(spark, build_plan(APP, spec, Trigger("available-now")))
+    run = run_pipeline(spark, build_plan(APP, spec, Trigger("available-now")))
 
     register_lake_views(spark, tmp_path)
     assert spark.table("camera_events").count() == data.camera_records
@@ -49,6 +50,14 @@ def test_nest_flows_and_report_match_the_generated_counts(
     assert len(quarantine) == data.corrupt_messages > 0
     assert {row.reason for row in quarantine} == {"malformed Nest JSON"}
     assert all(row.source_file.startswith(f"kafka://{logs}/") for row in quarantine)
+
+    # The stats query writes to Spark's Kafka sink, which counts the rows it writes: the
+    # query keeps no count of its own, and its rows written are the topic's records.
+    source = spec.sources["camera_stats"]
+    source = source.model_copy(update={"options": spec.kafka_options(source.options)})
+    records = read_kafka(spark, source, streaming=False).count()
+    written = {query.name: query.output_rows for query in run.queries}
+    assert written["nest.camera_stats"] == records >= len(data.sightings)
 
     report = {
         (row.zip_code, row.window_start.replace(tzinfo=dt.UTC)): row.sightings

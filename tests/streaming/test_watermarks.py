@@ -19,7 +19,8 @@ from streamsmith.apps.signals import signal_windows
 from streamsmith.config import Trigger, load_spec
 from streamsmith.io.lake import read_table, table_path
 from streamsmith.runtime.app import App, EventTime, FlowDefinition
-from streamsmith.runtime.plan import Output, build_plan
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import build_plan
 from streamsmith.runtime.start import start_queries
 from streamsmith.schemas.iot import SIGNAL_SCHEMA
 from streamsmith.transforms.signals import signal_events

@@ -20,7 +20,7 @@ from streamsmith.monitor.eventlog import EventLog, prune_event_logs, read_events
 from streamsmith.monitor.lag import FileSourceProbe, processed_files
 from streamsmith.monitor.metrics import QueryMetrics, health_body
 from streamsmith.monitor.notify import notification_text
-from streamsmith.monitor.progress import FLOW_METRIC, progress_record, records_read
+from streamsmith.monitor.progress import FLOW_METRIC, output_rows, progress_record, records_read
 from streamsmith.monitor.recorder import spec_secrets
 from streamsmith.monitor.status import query_statuses
 from streamsmith.monitor.status_view import batch_age, compact_lines, flow_of, rate
@@ -103,6 +103,16 @@ def test_the_log_keeps_how_many_rejects_a_report_carried_not_the_rows() -> None:
     assert progress["observedMetrics"][FLOW_METRIC]["rejects"] == carried  # not changed
     none = {**KAFKA_PROGRESS, "observedMetrics": {FLOW_METRIC: {**metric, "rejects": None}}}
     assert json.loads(progress_record(none)["progress"]) == none
+
+
+def test_rows_written_come_from_the_observed_count_else_from_the_sink() -> None:
+    # A query writing to Spark's Kafka sink observes no count: Spark's sink reports it.
+    spark_sink = {**KAFKA_PROGRESS, "sink": {"description": "KafkaTable", "numOutputRows": 9}}
+    assert output_rows(spark_sink) == progress_record(spark_sink)["output_rows"] == 9
+    observed = {**spark_sink, "observedMetrics": {"written": {"rows": 8}}}
+    assert output_rows(observed) == 8  # the query's own count, where it makes one
+    foreach = {**KAFKA_PROGRESS, "sink": {"description": "ForeachBatchSink", "numOutputRows": -1}}
+    assert output_rows(foreach) is None and output_rows(KAFKA_PROGRESS) is None
 
 
 def test_no_watermark_yet_means_no_delay() -> None:

@@ -59,7 +59,7 @@ def progress_record(progress: Mapping[str, Any]) -> dict[str, Any]:
         "batch_id": progress.get("batchId"),
         "batch_time": batch_time,
         "input_rows": read,
-        "output_rows": _observed(observed, WRITTEN_METRIC),
+        "output_rows": output_rows(progress),
         "input_rate": _records_rate(progress, "inputRowsPerSecond", read),
         "process_rate": _records_rate(progress, "processedRowsPerSecond", read),
         "batch_ms": durations.get("triggerExecution"),
@@ -131,9 +131,19 @@ def _whole(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def output_rows(progress: Mapping[str, Any]) -> int | None:
+    """The rows a batch wrote: its observed count, else the count Spark's sink reports
+    (``Sink.counts_rows``), else None (unknown)."""
+    observed = _observed(progress.get("observedMetrics") or {}, WRITTEN_METRIC)
+    if observed is not None:
+        return observed
+    reported = _number((progress.get("sink") or {}).get("numOutputRows"))
+    return int(reported) if reported is not None and reported >= 0 else None
+
+
 def rows_written(progress: Mapping[str, Any]) -> int:
-    """The rows a batch wrote (0 when its query observes none)."""
-    return _observed(progress.get("observedMetrics") or {}, WRITTEN_METRIC) or 0
+    """The rows a batch wrote (0 when unknown)."""
+    return output_rows(progress) or 0
 
 
 def _without_carried_rows(progress: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -35,7 +35,8 @@ from streamsmith.io.sinks.base import UpgradeRules
 from streamsmith.io.sources.base import Source
 from streamsmith.io.state_files import read_json_state, write_durably
 from streamsmith.runtime.frames import flow_frames, output_frame
-from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.side_sinks import side_notes
 from streamsmith.schemas.ddl import DDLError, parse_schema
 from streamsmith.schemas.inference import only_grows

@@ -21,7 +21,8 @@ from streamsmith.io.kafka.range_cache import RANGE_CACHE, RANGE_CACHE_COUNTED
 from streamsmith.io.lake import model_path, read_table, table_path
 from streamsmith.runtime.app import FlowDefinition
 from streamsmith.runtime.flow_batches import observe_flow
-from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import FlowPlan, is_side_query
 from streamsmith.runtime.schema_change import with_current_schema
 from streamsmith.transforms.events import stop_on_new_fields, with_event_time
 from streamsmith.transforms.expectations import (

@@ -46,7 +46,8 @@ from streamsmith.io.kafka.columns import (
 )
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.runtime.frames import FlowFrames, flow_frames, query_frame
-from streamsmith.runtime.plan import FlowPlan, Output, is_side_query
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import FlowPlan, is_side_query
 from streamsmith.schemas.ddl import DDLError, parse_schema
 
 log = logging.getLogger(__name__)

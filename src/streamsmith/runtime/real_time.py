@@ -13,7 +13,7 @@ sources, ``foreachBatch`` sinks (PostgreSQL, the lake, webhooks) and Python data
 (streamsmith's Kafka connector) are refused, and so are Protobuf values: they are
 decoded and encoded in Python with ``mapInArrow``, an operator (PythonMapInArrowExec)
 not in Spark's Real-time Mode allowlist. A real-time flow's rejects go to its sink's
-dead-letter topic, written by a micro-batch query of their own (``runtime.plan``).
+dead-letter topic, written by a micro-batch query of their own (``runtime.outputs``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ from streamsmith.runtime.checkpoint_files import clear_interrupted_writes
 from streamsmith.runtime.checkpoints import fingerprint, record_fingerprint
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.graph import change_feed_tables
-from streamsmith.runtime.plan import FlowPlan, Output, Plan
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import FlowPlan, Plan
 from streamsmith.runtime.pruning import pruned_query_frame
 from streamsmith.runtime.real_time import check_task_slots
 from streamsmith.transforms.expectations import ExpectationError
@@ -69,7 +70,8 @@ def start_output(
     """Start the streaming query of one output of ``flow``, writing ``frame``; record
     the fingerprint ``check-upgrade`` compares the next version of the code with."""
     print_ = fingerprint(frame, output, flow)
-    frame = frame.observe(WRITTEN_METRIC, F.count(F.lit(1)).alias("rows"))  # rows written
+    if not output.sink.counts_rows(spark, output.output_mode):
+        frame = frame.observe(WRITTEN_METRIC, F.count(F.lit(1)).alias("rows"))  # rows written
     for leftover in clear_interrupted_writes(output.checkpoint):
         log.warning(
             "%s: removed %s, left by a write a stopped process never finished",

@@ -52,7 +52,8 @@ from streamsmith.runtime.flow_batches import MainQueryBehind
 from streamsmith.runtime.frames import flow_frames, output_frame
 from streamsmith.runtime.input_archive import ARCHIVE_EVERY_S, archive_inputs
 from streamsmith.runtime.late import late_possible
-from streamsmith.runtime.plan import FlowPlan, Output, Plan, is_side_query
+from streamsmith.runtime.outputs import Output
+from streamsmith.runtime.plan import FlowPlan, Plan, is_side_query
 from streamsmith.runtime.schema_change import add_new_fields, error_text, refused_new_fields
 from streamsmith.runtime.side_sinks import LateEventsSink, side_notes
 from streamsmith.runtime.start import (

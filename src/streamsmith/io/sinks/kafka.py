@@ -24,6 +24,7 @@ from streamsmith.io.kafka.login import jvm_login
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sinks.base import (
     ALL_MODES,
+    OutputMode,
     QueryArgs,
     Sink,
     SinkContext,
@@ -139,6 +140,11 @@ class KafkaTopicSink(Sink):
         )
         return DeadLetterSink(options, self.context)
 
+    def counts_rows(self, spark: SparkSession, output_mode: OutputMode) -> bool:
+        """Spark's Kafka sink counts the rows it writes (measured equal to an observed
+        count, micro-batches and Real-time Mode alike)."""
+        return self._connector(spark)[2]
+
     def _connector(self, spark: SparkSession) -> tuple[str, dict[str, str], bool]:
         """The format that writes the topic, its options, and whether it is Spark's."""
         connector = self.options.connector
@@ -203,6 +209,9 @@ class DeadLetterSink(KafkaTopicSink):
     writes those rows to the lake, as a micro-batch flow's quarantine does."""
 
     kind: ClassVar[str] = "dead-letter"
+
+    def counts_rows(self, spark: SparkSession, output_mode: OutputMode) -> bool:
+        return False  # its queries write from foreachBatch (runtime.side_sinks)
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:
         return super().start(spark, dead_letters(frame, self.context.flow), query)

@@ -70,7 +70,7 @@ def start_output(
     """Start the streaming query of one output of ``flow``, writing ``frame``; record
     the fingerprint ``check-upgrade`` compares the next version of the code with."""
     print_ = fingerprint(frame, output, flow)
-    if not output.sink.counts_rows(spark, output.output_mode):
+    if not output.sink.counts_rows(spark):
         frame = frame.observe(WRITTEN_METRIC, F.count(F.lit(1)).alias("rows"))  # rows written
     for leftover in clear_interrupted_writes(output.checkpoint):
         log.warning(

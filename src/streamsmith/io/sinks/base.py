@@ -154,7 +154,7 @@ class Sink(ABC):
         self.options = options
         self.context = context
 
-    def counts_rows(self, spark: SparkSession, output_mode: OutputMode) -> bool:
+    def counts_rows(self, spark: SparkSession) -> bool:
         """Whether Spark itself reports the rows each batch of this sink's query writes
         (``sink.numOutputRows`` in its progress: a Data Source V2 streaming write), so the
         query needs no observed count of its own (``runtime.start``). An observed count is

@@ -24,7 +24,6 @@ from streamsmith.io.kafka.login import jvm_login
 from streamsmith.io.kafka.options import SOURCE_NAME
 from streamsmith.io.sinks.base import (
     ALL_MODES,
-    OutputMode,
     QueryArgs,
     Sink,
     SinkContext,
@@ -140,15 +139,18 @@ class KafkaTopicSink(Sink):
         )
         return DeadLetterSink(options, self.context)
 
-    def counts_rows(self, spark: SparkSession, output_mode: OutputMode) -> bool:
+    def counts_rows(self, spark: SparkSession) -> bool:
         """Spark's Kafka sink counts the rows it writes (measured equal to an observed
         count, micro-batches and Real-time Mode alike)."""
-        return self._connector(spark)[2]
+        return self._spark_connector(spark)
+
+    def _spark_connector(self, spark: SparkSession) -> bool:
+        connector = self.options.connector
+        return connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
 
     def _connector(self, spark: SparkSession) -> tuple[str, dict[str, str], bool]:
         """The format that writes the topic, its options, and whether it is Spark's."""
-        connector = self.options.connector
-        spark_connector = connector == "jvm" or (connector == "auto" and jvm_kafka_available(spark))
+        spark_connector = self._spark_connector(spark)
         if not spark_connector:
             from streamsmith.io.kafka.source import register_kafka_source  # PyArrow: on use
 
@@ -210,7 +212,7 @@ class DeadLetterSink(KafkaTopicSink):
 
     kind: ClassVar[str] = "dead-letter"
 
-    def counts_rows(self, spark: SparkSession, output_mode: OutputMode) -> bool:
+    def counts_rows(self, spark: SparkSession) -> bool:
         return False  # its queries write from foreachBatch (runtime.side_sinks)
 
     def start(self, spark: SparkSession, frame: DataFrame, query: QueryArgs) -> StreamingQuery:

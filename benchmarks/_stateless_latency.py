@@ -117,13 +117,12 @@ def _cold_run(trigger: str, rate: int, seconds: int, warmup: int) -> Row:
     """One row in a process of its own: PySpark keeps its JVM for the life of the Python
     process, so a row run after another would start with the earlier row's compiled
     code, and plan its first checkpoints faster than a fresh run of it would."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_run_in_temp, trigger, rate, seconds, warmup).result()
-
-
-def _run_in_temp(trigger: str, rate: int, seconds: int, warmup: int) -> Row:
-    with tempfile.TemporaryDirectory(prefix="streamsmith-bench-stateless-") as tmp:
-        return _run(Path(tmp), trigger, rate, seconds, warmup)
+    spawn = multiprocessing.get_context("spawn")
+    with (
+        tempfile.TemporaryDirectory(prefix="streamsmith-bench-stateless-") as tmp,
+        ProcessPoolExecutor(1, mp_context=spawn) as pool,
+    ):
+        return pool.submit(_run, Path(tmp), trigger, rate, seconds, warmup).result()
 
 
 def _run(root: Path, trigger: str, rate: int, seconds: int, warmup: int) -> Row:

@@ -30,7 +30,7 @@ from streamsmith.transforms.quarantine import (
     REASON_DETAIL,
     REJECT_REASON,
     SOURCE_FILE,
-    first_failure,
+    reject_reason,
 )
 
 # The column that keeps what a record held beyond its schema (``rescue``).
@@ -152,10 +152,7 @@ def parse_events(
     if variant is not None:
         rescued.append(F.try_parse_json(F.col(_TEXT)).alias(variant))
     events = parsed.select(*names, *keep, *rescued, *tags)
-    # The read error first, as itself: a smaller expression for Spark to plan per batch
-    # than a CASE around it (a real-time query plans at every checkpoint).
-    reason = F.coalesce(F.col(READ_ERROR), first_failure(*checks)) if checks else F.col(READ_ERROR)
-    return events.withColumn(REJECT_REASON, reason)
+    return events.withColumn(REJECT_REASON, reject_reason(*checks))
 
 
 def _unknown(fields: Column, schema: StructType, prefix: str = "") -> Column:

@@ -18,11 +18,10 @@ from streamsmith.schemas.nest import CAMERA_SCHEMA, NEST_SCHEMA, NEST_TIMESTAMP_
 from streamsmith.transforms.quarantine import (
     POSITION,
     RAW,
-    READ_ERROR,
     REJECT_REASON,
     SOURCE_FILE,
     accepted,
-    first_failure,
+    reject_reason,
 )
 
 _CORRUPT = "_corrupt_record"
@@ -43,8 +42,7 @@ def nest_camera_events(records: DataFrame) -> DataFrame:
     """
     snapshot = F.from_json(F.col("value").cast("string"), _SNAPSHOT_SCHEMA, _JSON_OPTIONS)
     parsed = records.withColumn("_snapshot", snapshot)
-    problem = first_failure(
-        (F.col(READ_ERROR).isNotNull(), F.col(READ_ERROR)),
+    problem = reject_reason(
         (F.col(f"_snapshot.{_CORRUPT}").isNotNull(), "malformed Nest JSON"),
         (F.col("_snapshot.devices").isNull(), "snapshot has no devices"),
     )

@@ -72,6 +72,15 @@ def first_failure(*checks: tuple[Column, Column | str]) -> Column:
     return F.coalesce(*reasons)
 
 
+def reject_reason(*checks: tuple[Column, Column | str]) -> Column:
+    """A record's reason to be rejected: its read error (``_read_error``) as it is, else
+    the first of ``checks`` that fails (:func:`first_failure`). No ``CASE`` around the
+    read error: a smaller expression for Spark to plan at every batch (a real-time query
+    plans at every checkpoint)."""
+    read_error = F.col(READ_ERROR)
+    return F.coalesce(read_error, first_failure(*checks)) if checks else read_error
+
+
 def deferred_raw(tagged: DataFrame) -> Column | None:
     """``_raw`` as an expression over what the reader kept (``_raw_text``, ``_record``),
     for a consumer that needs it for few rows; None when the frame keeps neither."""
